@@ -1,0 +1,145 @@
+"""l2l4: RawFrame -> TcpSegment. Link layers: Ethernet (with 802.1Q/802.1ad/QinQ tags), Linux
+cooked SLL and SLL2, BSD loopback/NULL and OpenBSD LOOP, raw IPv4/IPv6. IPv6 extension headers
+are walked. Anything that is not TCP returns None after a few byte comparisons.
+
+Headers are read with struct at fixed offsets rather than through dpkt's packet classes: this
+is the hottest loop of the program and the fields needed are few.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass
+
+from kdissect.capture.pcapfile import RawFrame
+
+ETH_IPV4 = 0x0800
+ETH_IPV6 = 0x86DD
+VLAN_TYPES = (0x8100, 0x88A8, 0x9100, 0x9200)
+
+FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
+
+_HH = struct.Struct(">HH").unpack_from
+_TCP = struct.Struct(">HHIIBB").unpack_from  # sport, dport, seq, ack, offset, flags
+_IPV6_EXT = {0, 43, 60, 51, 135, 139, 140}  # hop-by-hop, routing, dest opts, AH, mobility, HIP, shim6
+
+
+@dataclass(slots=True)
+class TcpSegment:
+    frame: int
+    ts: float
+    src: bytes  # packed address (4 or 16 bytes)
+    sport: int
+    dst: bytes
+    dport: int
+    seq: int
+    ack: int
+    flags: int
+    payload: bytes
+    missing: int  # payload bytes cut off by the snaplen
+
+
+def _network_offset(linktype: int, d: bytes) -> tuple[int, int] | None:
+    """(ethertype, offset of the network header) for a link type, or None."""
+    if linktype == 1:  # Ethernet
+        if len(d) < 14:
+            return None
+        etype = _HH(d, 12)[0]
+        off = 14
+        while etype in VLAN_TYPES and len(d) >= off + 4:
+            etype = _HH(d, off + 2)[0]
+            off += 4
+        return etype, off
+    if linktype == 113:  # Linux cooked SLL
+        return (_HH(d, 14)[0], 16) if len(d) >= 16 else None
+    if linktype == 276:  # Linux cooked SLL2
+        return (_HH(d, 0)[0], 20) if len(d) >= 20 else None
+    if linktype in (0, 108):  # BSD NULL (host order) / LOOP (network order)
+        if len(d) < 4:
+            return None
+        af = int.from_bytes(d[0:4], "big" if linktype == 108 else "little")
+        if af > 0xFFFF:  # written on a host of the other byte order
+            af = int.from_bytes(d[0:4], "little" if linktype == 108 else "big")
+        if af == 2:
+            return ETH_IPV4, 4
+        if af in (10, 24, 28, 30):
+            return ETH_IPV6, 4
+        return None
+    if linktype in (101, 12, 14, 228, 229):  # raw IP
+        if not d:
+            return None
+        return (ETH_IPV4 if d[0] >> 4 == 4 else ETH_IPV6), 0
+    return None
+
+
+def decode(frame: RawFrame) -> TcpSegment | None:
+    """The TCP segment in a frame, or None when there is none."""
+    d = frame.data
+    net = _network_offset(frame.linktype, d)
+    if net is None:
+        return None
+    etype, off = net
+    missing_wire = frame.wirelen - len(d)
+    if etype == ETH_IPV4:
+        return _ipv4(frame, d, off, missing_wire)
+    if etype == ETH_IPV6:
+        return _ipv6(frame, d, off, missing_wire)
+    return None
+
+
+def _ipv4(frame: RawFrame, d: bytes, off: int, missing_wire: int) -> TcpSegment | None:
+    if len(d) < off + 20 or d[off] >> 4 != 4 or d[off + 9] != 6:
+        return None
+    ihl = (d[off] & 0x0F) * 4
+    total = _HH(d, off + 2)[0]
+    if _HH(d, off + 6)[0] & 0x1FFF:  # a non-first fragment carries no TCP header
+        return None
+    if total == 0:  # TCP segmentation offload: the length is left 0
+        total = len(d) - off + missing_wire
+    return _tcp(frame, d, off + ihl, off + total, d[off + 12 : off + 16], d[off + 16 : off + 20])
+
+
+def _ipv6(frame: RawFrame, d: bytes, off: int, missing_wire: int) -> TcpSegment | None:
+    if len(d) < off + 40 or d[off] >> 4 != 6:
+        return None
+    plen = _HH(d, off + 4)[0]
+    nxt = d[off + 6]
+    src, dst = d[off + 8 : off + 24], d[off + 24 : off + 40]
+    end = off + 40 + plen if plen else len(d) + missing_wire
+    pos = off + 40
+    while nxt in _IPV6_EXT or nxt == 44:
+        if len(d) < pos + 8:
+            return None
+        if nxt == 44:  # fragment header: only the first fragment has the TCP header
+            if _HH(d, pos + 2)[0] & 0xFFF8:
+                return None
+            hlen = 8
+        elif nxt == 51:
+            hlen = (d[pos + 1] + 2) * 4
+        else:
+            hlen = (d[pos + 1] + 1) * 8
+        nxt = d[pos]
+        pos += hlen
+    if nxt != 6:
+        return None
+    return _tcp(frame, d, pos, end, src, dst)
+
+
+def _tcp(frame: RawFrame, d: bytes, off: int, end: int, src: bytes, dst: bytes) -> TcpSegment | None:
+    if len(d) < off + 20:
+        return None
+    sport, dport, seq, ack, doff, flags = _TCP(d, off)
+    start = off + (doff >> 4) * 4
+    if start > end:
+        return None
+    avail = min(end, len(d))
+    payload = d[start:avail] if avail > start else b""
+    missing = max(0, end - max(avail, start))
+    return TcpSegment(frame.number, frame.ts, src, sport, dst, dport, seq, ack, flags, payload, missing)
+
+
+def format_addr(addr: bytes, port: int) -> str:
+    if len(addr) == 4:
+        return f"{socket.inet_ntop(socket.AF_INET, addr)}:{port}"
+    return f"[{socket.inet_ntop(socket.AF_INET6, addr)}]:{port}"

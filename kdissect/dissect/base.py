@@ -1,0 +1,81 @@
+"""The Dissector interface and the per-PDU decode boundary.
+
+A dissector is a stateless object registered explicitly in dissect/registry.py. Per-conversation
+state (pending requests, negotiated versions) lives in the object its `new_state()` returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kdissect.errors import DecodeError
+from kdissect.dissect.matcher import Matcher
+from kdissect.framing.length_prefixed import Framer
+from kdissect.model import Diagnostic, Field, Group, Message, Severity
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What the user asked for that changes decoding."""
+
+    max_bytes: int = 256  # bytes/str values longer than this are cut in renderers
+    max_decompressed: int = 64 * 1024 * 1024  # cap for any single decompression
+    show_secrets: bool = False  # reveal SASL passwords, auth tokens
+    decode_records: bool = True  # decode record batches / message payloads
+
+
+class ConversationState:
+    """What a dissector keeps per TCP conversation: pending requests, plus anything else."""
+
+    def __init__(self, max_pending: int = 10000) -> None:
+        self.pending: Matcher[Any] = Matcher(max_pending)
+        self.extra: dict[str, Any] = {}
+
+
+class Dissector(Protocol):
+    """One protocol. `name` is the JSON `protocol` value and the field-key prefix."""
+
+    name: str
+    title: str
+    ports: tuple[int, ...]
+    max_frame: int
+
+    def probe(self, head: bytes) -> float:
+        """How likely `head` (the first bytes a client sent) starts this protocol: 0.0-1.0.
+        Never raises."""
+        ...
+
+    def probe_boundary(self, head: bytes, to_server: bool, state: ConversationState) -> bool:
+        """Whether a message of this protocol plausibly starts at head[0] (head includes the
+        4-byte length prefix) in that direction; used to resynchronise after a gap or a capture
+        that starts mid-connection. `state` allows checks such as "this correlation id is
+        pending". Never raises."""
+        ...
+
+    def new_framer(self, to_server: bool, state: ConversationState | None = None) -> Framer:
+        """A framer for one direction of a conversation (usually
+        LengthPrefixedFramer(self.max_frame, to_server))."""
+        ...
+
+    def new_state(self) -> ConversationState:
+        ...
+
+    def dissect(self, msg: Message, state: ConversationState, opts: Options) -> None:
+        """Decode msg.data into msg (fields, summary, kind, info, diagnostics). May raise
+        DecodeError: the boundary in `run_dissector` turns it into a diagnostic."""
+        ...
+
+
+def run_dissector(d: Dissector, msg: Message, state: ConversationState, opts: Options) -> None:
+    """The one boundary per PDU: a DecodeError becomes a MALFORMED diagnostic plus a raw field
+    for the bytes that were not decoded. Any other exception is a bug and propagates."""
+    try:
+        d.dissect(msg, state, opts)
+    except DecodeError as e:
+        kind = type(e).__name__.lower()
+        msg.add(Diagnostic(Severity.ERROR, Group.MALFORMED, f"{d.name}.{kind}", str(e), e.offset))
+        if not msg.summary:
+            msg.summary = f"malformed {d.title} {msg.kind}"
+        if e.offset >= 0 and e.offset < len(msg.data):
+            msg.fields.append(Field("undecoded", msg.data[e.offset :], e.offset, len(msg.data) - e.offset, hint="raw"))

@@ -1,0 +1,70 @@
+"""DissectorRegistry: which dissector decodes a conversation.
+
+Order of precedence, like Wireshark: `--decode-as PORT=PROTO` overrides, then the port table,
+then heuristic probes ranked by score. Registration is explicit: the DISSECTORS list below.
+"""
+
+from __future__ import annotations
+
+from kdissect.dissect.base import Dissector
+from kdissect.errors import UsageError
+
+
+def _all() -> list[Dissector]:
+    from kdissect.kafka.dissector import DISSECTOR as kafka
+
+    return [kafka]
+
+
+class DissectorRegistry:
+    PROBE_THRESHOLD = 0.5
+
+    def __init__(self, dissectors: list[Dissector] | None = None, decode_as: dict[int, str] | None = None) -> None:
+        self.dissectors = dissectors if dissectors is not None else _all()
+        self.by_name = {d.name: d for d in self.dissectors}
+        self.ports: dict[int, Dissector] = {}
+        for d in self.dissectors:
+            for p in d.ports:
+                self.ports.setdefault(p, d)
+        self.overrides: dict[int, Dissector] = {}
+        for port, name in (decode_as or {}).items():
+            self.overrides[port] = self.get(name)
+
+    def get(self, name: str) -> Dissector:
+        d = self.by_name.get(name.lower())
+        if d is None:
+            known = ", ".join(sorted(self.by_name))
+            raise UsageError(f"unknown protocol {name!r} (known: {known})")
+        return d
+
+    def by_port(self, sport: int, dport: int) -> tuple[Dissector, bool] | None:
+        """(dissector, whether dport is the server side) from overrides, then the port table."""
+        for table in (self.overrides, self.ports):
+            if dport in table:
+                return table[dport], True
+            if sport in table:
+                return table[sport], False
+        return None
+
+    def probe(self, head: bytes) -> tuple[Dissector, float] | None:
+        """The best dissector for a stream whose client sent `head` first, if any scores enough."""
+        best: tuple[Dissector, float] | None = None
+        for d in self.dissectors:
+            score = d.probe(head)
+            if score >= self.PROBE_THRESHOLD and (best is None or score > best[1]):
+                best = (d, score)
+        return best
+
+
+def parse_decode_as(specs: tuple[str, ...] | list[str]) -> dict[int, str]:
+    """["9093=kafka", ...] → {9093: "kafka"}; raises UsageError on a bad spec."""
+    out: dict[int, str] = {}
+    for spec in specs:
+        port, sep, proto = spec.partition("=")
+        if not sep or not port.strip().isdigit() or not proto.strip():
+            raise UsageError(f"--decode-as takes PORT=PROTOCOL, not {spec!r}")
+        p = int(port)
+        if not 0 < p < 65536:
+            raise UsageError(f"--decode-as: port {p} out of range")
+        out[p] = proto.strip().lower()
+    return out

@@ -1,0 +1,32 @@
+"""The error hierarchy. Readers raise DecodeError subclasses; one boundary per PDU turns them
+into diagnostics. KdissectError subclasses that are not DecodeErrors are user-facing CLI errors."""
+
+from __future__ import annotations
+
+
+class KdissectError(Exception):
+    """Any error kdissect raises on purpose."""
+
+
+class UsageError(KdissectError):
+    """Bad use: a missing file, not a capture, an unknown protocol. The CLI prints one line."""
+
+
+class DecodeError(KdissectError):
+    """Bytes that cannot be decoded as the protocol says."""
+
+    def __init__(self, message: str, offset: int = -1) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
+class Truncated(DecodeError):
+    """Fewer bytes remain than the structure needs."""
+
+
+class BadLength(DecodeError):
+    """A length or count that is negative or larger than what remains."""
+
+
+class BadValue(DecodeError):
+    """A value outside what the protocol allows (an unknown magic, a bad enum)."""

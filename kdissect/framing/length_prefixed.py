@@ -1,0 +1,251 @@
+"""Framers: sans-io splitters of one TCP direction into PDUs, like Wireshark's tcp_dissect_pdus.
+
+All four protocols frame with a 4-byte big-endian length that excludes itself. A framer is fed
+in-order chunks (with the frame number and timestamp that carried them) and gaps (bytes lost
+from the capture); it returns complete PDUs. After a gap that it cannot step over, and for a
+stream captured from its middle, it resynchronises: it scans for the next offset where a
+plausible length is followed by bytes the protocol's boundary probe accepts.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol
+
+from kdissect.model import Diagnostic, Group, Pdu, Severity
+
+BoundaryProbe = Callable[[bytes], bool]
+
+# Bytes handed to a boundary probe: the length prefix plus the start of the message.
+PROBE_HEAD = 64
+
+
+class Framer(Protocol):
+    def feed(self, data: bytes, frame: int, ts: float) -> list[Pdu]: ...
+
+    def gap(self, lost: int, frame_before: int, frame_after: int) -> list[Pdu]: ...
+
+    def note(self, diag: Diagnostic) -> None: ...
+
+    def flush(self) -> list[Pdu]: ...
+
+    def set_probe(self, probe: BoundaryProbe | None, synced: bool) -> None: ...
+
+
+class ChunkIndex:
+    """Which frames carried which byte ranges of a stream: (absolute end, frame, ts)."""
+
+    __slots__ = ("_chunks",)
+
+    def __init__(self) -> None:
+        self._chunks: deque[tuple[int, int, float]] = deque()
+
+    def add(self, end: int, frame: int, ts: float) -> None:
+        self._chunks.append((end, frame, ts))
+
+    def span(self, start: int, end: int) -> tuple[list[int], float, float]:
+        """Frames, first ts and last ts of the chunks covering [start, end)."""
+        frames: list[int] = []
+        ts0 = ts1 = 0.0
+        prev_end = None
+        for cend, frame, ts in self._chunks:
+            if cend <= start:
+                prev_end = cend
+                continue
+            cstart = prev_end if prev_end is not None else -1
+            if cstart >= end:
+                break
+            if not frames or frames[-1] != frame:
+                frames.append(frame)
+            if ts0 == 0.0:
+                ts0 = ts
+            ts1 = ts
+            prev_end = cend
+        return frames, ts0, ts1
+
+    def drop_before(self, offset: int) -> None:
+        chunks = self._chunks
+        while chunks and chunks[0][0] <= offset:
+            chunks.popleft()
+
+
+class LengthPrefixedFramer:
+    """4-byte big-endian length prefix, then that many bytes."""
+
+    def __init__(self, max_frame: int, to_server: bool = True, min_frame: int = 0) -> None:
+        self.max_frame = max_frame
+        self.min_frame = min_frame
+        self.to_server = to_server
+        self.buf = bytearray()
+        self.base = 0  # absolute stream offset of buf[0]
+        self.index = ChunkIndex()
+        self.synced = True
+        self.probe: BoundaryProbe | None = None
+        self.skip_to = 0  # absolute offset below which bytes are discarded (stepping over a gap)
+        self.pending_diags: list[Diagnostic] = []
+        self.skipped = 0  # bytes skipped while resynchronising
+
+    # -- the Framer interface ---------------------------------------------------------
+
+    def set_probe(self, probe: BoundaryProbe | None, synced: bool) -> None:
+        self.probe = probe
+        self.synced = synced
+
+    def note(self, diag: Diagnostic) -> None:
+        self.pending_diags.append(diag)
+
+    def feed(self, data: bytes, frame: int, ts: float) -> list[Pdu]:
+        end = self.base + len(self.buf) + len(data)
+        self.index.add(end, frame, ts)
+        self.buf += data
+        return self._drain()
+
+    def gap(self, lost: int, frame_before: int, frame_after: int) -> list[Pdu]:
+        """`lost` bytes of the stream were not captured."""
+        out: list[Pdu] = []
+        diag = Diagnostic(
+            Severity.WARNING, Group.SEQUENCE, "tcp.gap",
+            f"{lost} bytes missing from the capture between frames {frame_before} and {frame_after}",
+        )
+        gap_start = self.base + len(self.buf)
+        gap_end = gap_start + lost
+        msg_end = self._current_end()
+        if self.synced and msg_end is not None and gap_end <= msg_end:
+            # The gap lies inside a message whose length we know: emit what we have of it and
+            # step over the rest; the next message starts where the length says.
+            out.append(self._emit_partial(diag, msg_end - self.base))
+            self.skip_to = msg_end
+        else:
+            if self.buf:
+                out.append(self._emit_partial(diag, None))
+            else:
+                self.pending_diags.append(diag)
+            self.synced = self.probe is None
+        self.base = gap_end
+        self.index.drop_before(gap_end)
+        return out
+
+    def flush(self) -> list[Pdu]:
+        out: list[Pdu] = []
+        if self.buf:
+            total = self._current_end()
+            want = f" of {total - self.base}" if total is not None else ""
+            diag = Diagnostic(
+                Severity.ERROR, Group.REASSEMBLE, "tcp.incomplete",
+                f"stream ended inside a message: {len(self.buf)}{want} bytes captured",
+            )
+            out.append(self._emit_partial(diag, None))
+        return out
+
+    # -- internals --------------------------------------------------------------------
+
+    def _current_end(self) -> int | None:
+        """Absolute end offset of the message at buf[0], when the length is readable."""
+        if len(self.buf) < 4 or not self.synced:
+            return None
+        n = int.from_bytes(self.buf[0:4], "big")
+        if n > self.max_frame:
+            return None
+        return self.base + 4 + n
+
+    def _emit_partial(self, diag: Diagnostic, consume: int | None) -> Pdu:
+        n = len(self.buf)
+        frames, ts0, ts1 = self.index.span(self.base, self.base + max(n, 1))
+        pdu = Pdu(bytes(self.buf), frames, ts0, ts1, self.to_server, self.pending_diags + [diag])
+        self.pending_diags = []
+        self.base += n
+        self.buf.clear()
+        self.index.drop_before(self.base)
+        if consume is not None:
+            self.skip_to = self.base - n + consume
+        return pdu
+
+    def _discard(self, n: int) -> None:
+        del self.buf[:n]
+        self.base += n
+        self.index.drop_before(self.base)
+
+    def _drain(self) -> list[Pdu]:
+        out: list[Pdu] = []
+        if self.skip_to > self.base:
+            self._discard(min(self.skip_to - self.base, len(self.buf)))
+            if self.skip_to > self.base:
+                return out
+        while True:
+            if not self.synced and not self._resync():
+                return out
+            buf = self.buf
+            if len(buf) < 4:
+                return out
+            n = int.from_bytes(buf[0:4], "big")
+            if n > self.max_frame or n < self.min_frame:
+                self._bad_length(n)
+                continue
+            total = 4 + n
+            if len(buf) < total:
+                return out
+            frames, ts0, ts1 = self.index.span(self.base, self.base + total)
+            out.append(Pdu(bytes(buf[:total]), frames, ts0, ts1, self.to_server, self.pending_diags))
+            self.pending_diags = []
+            self._discard(total)
+
+    def _bad_length(self, n: int) -> None:
+        self.pending_diags.append(Diagnostic(
+            Severity.ERROR, Group.MALFORMED, "framing.bad_length",
+            f"message length {n} outside 0..{self.max_frame}: resynchronising",
+        ))
+        if self.probe is None:
+            # Without a probe there is no way to find the next boundary: drop what we have.
+            self._discard(len(self.buf))
+            return
+        self._discard(1)
+        self.synced = False
+
+    def _plausible(self, i: int) -> bool:
+        buf = self.buf
+        n = int.from_bytes(buf[i : i + 4], "big")
+        if n > self.max_frame or n < self.min_frame:
+            return False
+        assert self.probe is not None
+        if not self.probe(bytes(buf[i : i + PROBE_HEAD])):
+            return False
+        nxt = i + 4 + n
+        if nxt + 4 <= len(buf):
+            n2 = int.from_bytes(buf[nxt : nxt + 4], "big")
+            return self.min_frame <= n2 <= self.max_frame
+        return True
+
+    def _resync(self) -> bool:
+        """Find the next plausible boundary; discard what precedes it. False: need more data."""
+        buf = self.buf
+        limit = len(buf) - PROBE_HEAD
+        i = 0
+        while i <= limit:
+            if self._plausible(i):
+                self._skipped(i)
+                self.synced = True
+                return True
+            i += 1
+        # Keep the last PROBE_HEAD bytes; nothing before them can start a message.
+        if i > 0:
+            self._skipped(i)
+        # A short stream: accept offset 0 if it is a whole plausible message.
+        if 4 <= len(self.buf) < PROBE_HEAD + 4 and self._plausible(0):
+            n = int.from_bytes(self.buf[0:4], "big")
+            if 4 + n <= len(self.buf):
+                self.synced = True
+                return True
+        return False
+
+    def _skipped(self, n: int) -> None:
+        if n <= 0:
+            return
+        start = self.base
+        frames, _, _ = self.index.span(start, start + n)
+        self._discard(n)
+        where = f" (frames {frames[0]}-{frames[-1]})" if frames else ""
+        self.pending_diags.append(Diagnostic(
+            Severity.WARNING, Group.SEQUENCE, "framing.resync",
+            f"skipped {n} bytes to the next message boundary{where}",
+        ))

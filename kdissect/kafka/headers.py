@@ -1,0 +1,95 @@
+"""Kafka request and response headers, and the header-version quirks.
+
+Quirks, each named after what the broker and clients actually do:
+- CLIENT_ID_INT16: the request header's client_id is an int16-length string even in flexible
+  (header v2) versions (Kafka's RequestHeader.json: flexibleVersions "none" for ClientId).
+- API_VERSIONS_RESPONSE_HEADER_V0: the ApiVersions response always uses response header v0,
+  so that a client can read it whatever version it asked for (KIP-511).
+- CONTROLLED_SHUTDOWN_V0_HEADER: ControlledShutdown v0 requests use request header v0, which
+  has no client_id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kdissect.kafka.apis import APIS
+from kdissect.model import ENUM, Field, struct
+from kdissect.wire.reader import WireReader
+
+API_VERSIONS = 18
+CONTROLLED_SHUTDOWN = 7
+
+
+def api_name(api_key: int) -> str:
+    api = APIS.get(api_key)
+    return api[0] if api else f"Unknown({api_key})"
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    api = APIS.get(api_key)
+    return bool(api and api[3] is not None and version >= api[3])
+
+
+def request_header_version(api_key: int, version: int) -> int:
+    if api_key == CONTROLLED_SHUTDOWN and version == 0:
+        return 0
+    return 2 if is_flexible(api_key, version) else 1
+
+
+def response_header_version(api_key: int, version: int) -> int:
+    if api_key == API_VERSIONS:
+        return 0
+    return 1 if is_flexible(api_key, version) else 0
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header_version: int
+    tagged: dict[int, bytes]
+
+
+def skip_tagged_fields(r: WireReader) -> dict[int, bytes]:
+    """Read a tagged-field section; returns {tag: raw bytes}."""
+    n = r.count(r.uvarint32(), 2)
+    out: dict[int, bytes] = {}
+    for _ in range(n):
+        tag = r.uvarint32()
+        size = r.uvarint32()
+        out[tag] = r.raw(size)
+    return out
+
+
+def read_request_header(r: WireReader) -> tuple[RequestHeader, Field]:
+    start = r.pos
+    api_key = r.int16()
+    api_version = r.int16()
+    corr = r.int32()
+    hv = request_header_version(api_key, api_version)
+    client_id = r.string16() if hv >= 1 else None
+    tagged = skip_tagged_fields(r) if hv >= 2 else {}
+    children = [
+        Field("api_key", api_key, start, 2, hint=ENUM, display=api_name(api_key)),
+        Field("api_version", api_version, start + 2, 2),
+        Field("correlation_id", corr, start + 4, 4),
+    ]
+    if hv >= 1:
+        children.append(Field("client_id", client_id, start + 8, r.pos - start - 8))
+    for tag, raw in tagged.items():
+        children.append(Field(f"tag_{tag}", raw, hint="raw"))
+    hdr = RequestHeader(api_key, api_version, corr, client_id, hv, tagged)
+    return hdr, struct("header", children, start, r.pos - start)
+
+
+def read_response_header(r: WireReader, header_version: int) -> tuple[int, Field]:
+    start = r.pos
+    corr = r.int32()
+    children = [Field("correlation_id", corr, start, 4)]
+    if header_version >= 1:
+        for tag, raw in skip_tagged_fields(r).items():
+            children.append(Field(f"tag_{tag}", raw, hint="raw"))
+    return corr, struct("header", children, start, r.pos - start)

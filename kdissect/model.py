@@ -1,0 +1,225 @@
+"""The values that flow through the pipeline: Field, Diagnostic, Pdu, Message, Match.
+
+Field and Message are slotted classes rather than frozen dataclasses: a dissector builds a
+message in place and the pipeline links a request and its response after both exist, and a
+capture holds millions of fields, so construction cost matters. Nothing mutates them once the
+pipeline has emitted them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Severity(str, Enum):
+    """Wireshark's expert-info severities, lowest first."""
+
+    CHAT = "chat"
+    NOTE = "note"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class Group(str, Enum):
+    """Wireshark's expert-info groups, as used by kdissect."""
+
+    MALFORMED = "malformed"  # the bytes break the protocol's rules
+    UNDECODED = "undecoded"  # bytes kdissect cannot (yet) decode
+    CHECKSUM = "checksum"  # a CRC mismatch
+    ASSUMPTION = "assumption"  # decoded under an assumption (newer version, guessed API)
+    PROTOCOL = "protocol"  # legal but noteworthy protocol behaviour (an error code, a retry)
+    SEQUENCE = "sequence"  # TCP: gaps, overlaps, retransmissions, resynchronisation
+    REASSEMBLE = "reassemble"  # TCP: a message that could not be completed
+    COMMENT = "comment"  # informational
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One expert-info item attached to a message."""
+
+    severity: Severity
+    group: Group
+    key: str  # stable, dotted: "kafka.truncated", "tcp.gap"
+    message: str
+    offset: int = -1
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "severity": self.severity.value,
+            "group": self.group.value,
+            "key": self.key,
+            "message": self.message,
+        }
+        if self.offset >= 0:
+            out["offset"] = self.offset
+        return out
+
+
+def error(key: str, message: str, offset: int = -1, group: Group = Group.MALFORMED) -> Diagnostic:
+    return Diagnostic(Severity.ERROR, group, key, message, offset)
+
+
+def warning(key: str, message: str, offset: int = -1, group: Group = Group.PROTOCOL) -> Diagnostic:
+    return Diagnostic(Severity.WARNING, group, key, message, offset)
+
+
+def note(key: str, message: str, offset: int = -1, group: Group = Group.COMMENT) -> Diagnostic:
+    return Diagnostic(Severity.NOTE, group, key, message, offset)
+
+
+# Display hints for Field.hint. Renderers choose a presentation from them; they never
+# special-case a protocol.
+STRUCT = "struct"
+ARRAY = "array"
+ENUM = "enum"  # an integer with a symbolic name in Field.display
+FLAGS = "flags"  # an integer with the set flag names in Field.display
+TIME_MS = "time_ms"  # milliseconds since the epoch; Field.display has the date
+BYTES = "bytes"  # raw bytes: text when printable, else hex
+RAW = "raw"  # undecoded bytes kept for the user
+
+
+class Field:
+    """A node of the decoded tree, like Wireshark's proto_item.
+
+    name: a stable snake_case key segment; the full key is the dotted path from the protocol
+    root ("kafka.topics.partitions.index"), shared by JSON, filters and Spark.
+    value: the decoded scalar (int, str, bytes, bool, float, None); None for structs and arrays.
+    children: sub-fields of a struct, or elements of an array (element names are ignored).
+    display: a human form of the value (enum name, flags, date), or None.
+    """
+
+    __slots__ = ("name", "value", "offset", "length", "children", "hint", "display", "label")
+
+    def __init__(
+        self,
+        name: str,
+        value: Any = None,
+        offset: int = -1,
+        length: int = 0,
+        children: list[Field] | None = None,
+        hint: str | None = None,
+        display: str | None = None,
+        label: str | None = None,
+    ) -> None:
+        self.name = name
+        self.value = value
+        self.offset = offset
+        self.length = length
+        self.children = children
+        self.hint = hint
+        self.display = display
+        self.label = label
+
+    def __repr__(self) -> str:
+        if self.children is not None:
+            return f"Field({self.name!r}, {self.hint}, {len(self.children)} children)"
+        return f"Field({self.name!r}, {self.value!r})"
+
+    def child(self, name: str) -> Field | None:
+        """The first direct child with this name."""
+        for c in self.children or ():
+            if c.name == name:
+                return c
+        return None
+
+    def get(self, path: str) -> Any:
+        """The value at a dotted path below this field (first array element wins), or None."""
+        node: Field | None = self
+        for part in path.split("."):
+            if node is None:
+                return None
+            if node.hint == ARRAY:
+                node = node.children[0] if node.children else None
+                if node is None:
+                    return None
+            node = node.child(part)
+        return None if node is None else node.value
+
+
+def struct(name: str, children: list[Field], offset: int = -1, length: int = 0, label: str | None = None) -> Field:
+    return Field(name, None, offset, length, children, STRUCT, None, label)
+
+
+def array(name: str, elements: list[Field], offset: int = -1, length: int = 0) -> Field:
+    return Field(name, None, offset, length, elements, ARRAY)
+
+
+@dataclass(slots=True)
+class Pdu:
+    """One protocol message cut out of a TCP stream by a framer."""
+
+    data: bytes
+    frames: list[int]
+    ts: float  # timestamp of the first frame carrying it
+    ts_end: float  # timestamp of the frame that completed it
+    to_server: bool
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Match:
+    """The link from a message to its partner: the other's frame and the response time."""
+
+    frame: int
+    kind: str
+    rtt: float | None  # seconds, response completion minus request completion
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "frame": self.frame,
+            "kind": self.kind,
+            "rtt_ms": None if self.rtt is None else round(self.rtt * 1000.0, 3),
+        }
+
+
+class Message:
+    """A decoded protocol message. The pipeline creates it from a Pdu; a dissector fills in
+    protocol, kind, summary, fields, diagnostics and info; the pipeline links matches."""
+
+    __slots__ = (
+        "number", "frame", "frames", "ts", "ts_end", "stream", "src", "dst", "to_server",
+        "protocol", "kind", "summary", "fields", "diagnostics", "info", "match", "peer",
+        "expects_response", "data", "capture",
+    )
+
+    def __init__(self, pdu: Pdu, stream: int, src: str, dst: str, protocol: str) -> None:
+        self.number = 0  # position in the output, set by the pipeline
+        self.frame = pdu.frames[0] if pdu.frames else 0
+        self.frames = pdu.frames
+        self.ts = pdu.ts
+        self.ts_end = pdu.ts_end
+        self.stream = stream
+        self.src = src
+        self.dst = dst
+        self.to_server = pdu.to_server
+        self.protocol = protocol
+        self.kind = "request" if pdu.to_server else "response"
+        self.summary = ""
+        self.fields: list[Field] = []
+        self.diagnostics: list[Diagnostic] = list(pdu.diagnostics)
+        # Flat facts for summaries, statistics and Spark columns: api, version, key, error...
+        self.info: dict[str, Any] = {}
+        self.match: Match | None = None
+        # Set by a dissector on a response: the request Message it answers.
+        self.peer: Message | None = None
+        # False for requests that get no response by design (Kafka acks=0, RocketMQ oneway).
+        self.expects_response = pdu.to_server
+        self.data = pdu.data
+        self.capture = ""
+
+    def __repr__(self) -> str:
+        return f"Message(#{self.frame} {self.protocol} {self.kind} {self.summary!r})"
+
+    def add(self, diag: Diagnostic) -> None:
+        self.diagnostics.append(diag)
+
+    @property
+    def worst(self) -> Severity | None:
+        order = list(Severity)
+        worst: Severity | None = None
+        for d in self.diagnostics:
+            if worst is None or order.index(d.severity) > order.index(worst):
+                worst = d.severity
+        return worst

@@ -1,0 +1,294 @@
+"""The one place that composes the layers:
+
+CaptureSource -RawFrame-> l2l4 -TcpSegment-> Conversation/Reassembler -events-> Framer -Pdu->
+Dissector -Message-> matching -> ordered output.
+
+`Pipeline.feed(frame)` is sans-io (the live sniffer and Spark call it directly);
+`dissect_file(path)` streams a capture file through it.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from kdissect.capture.l2l4 import ACK, FIN, RST, SYN, TcpSegment, decode
+from kdissect.capture.pcapfile import CaptureFile, RawFrame
+from kdissect.dissect.base import Dissector, Options, run_dissector
+from kdissect.dissect.registry import DissectorRegistry
+from kdissect.model import Diagnostic, Group, Match, Message, Pdu, Severity
+from kdissect.stream.flow import MAX_UNDECIDED_BYTES, Conversation, Endpoint
+from kdissect.stream.reassembly import Data, Event, Gap, Overlap
+
+MAX_CONVERSATIONS = 50_000  # least recently active ones are closed beyond this
+HOLD_MESSAGES = 2_000  # requests waiting for their response hold back output at most this long
+HOLD_SECONDS = 120.0  # ... or this much capture time
+
+
+@dataclass(slots=True)
+class Counters:
+    frames: int = 0
+    tcp_segments: int = 0
+    conversations: int = 0
+    messages: int = 0
+
+
+def link(req: Message, resp: Message) -> None:
+    """Pair a request and its response both ways, with the response time."""
+    rtt = max(0.0, resp.ts_end - req.ts_end)
+    resp.match = Match(req.frame, req.kind, rtt)
+    req.match = Match(resp.frame, resp.kind, rtt)
+
+
+class Pipeline:
+    def __init__(self, registry: DissectorRegistry | None = None, opts: Options | None = None,
+                 hold: bool = True) -> None:
+        self.registry = registry or DissectorRegistry()
+        self.opts = opts or Options()
+        self.hold = hold  # keep output in capture order with requests linked to responses
+        self.conversations: OrderedDict[tuple[Endpoint, Endpoint], Conversation] = OrderedDict()
+        self.counters = Counters()
+        self.out: deque[Message] = deque()
+        self.closed_streams: set[int] = set()
+        self.now = 0.0
+        self.capture = ""
+        self.on_conversation_end: Callable[[Conversation], None] | None = None
+
+    # -- input -------------------------------------------------------------------------
+
+    def feed(self, frame: RawFrame) -> list[Message]:
+        self.counters.frames += 1
+        seg = decode(frame)
+        if seg is not None:
+            self.counters.tcp_segments += 1
+            self.now = frame.ts
+            self._segment(seg)
+        return self._release(False)
+
+    def finish(self) -> list[Message]:
+        for conv in list(self.conversations.values()):
+            self._close(conv)
+        self.conversations.clear()
+        return self._release(True)
+
+    # -- TCP ---------------------------------------------------------------------------
+
+    def _conversation(self, seg: TcpSegment) -> Conversation:
+        a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
+        key = (a, b) if a <= b else (b, a)
+        conv = self.conversations.get(key)
+        syn_only = seg.flags & (SYN | ACK) == SYN
+        if conv is not None and syn_only and (conv.closed or conv.had_data):
+            self._close(conv)
+            del self.conversations[key]
+            conv = None
+        if conv is None:
+            conv = Conversation(self.counters.conversations, key[0], key[1])
+            self.counters.conversations += 1
+            self.conversations[key] = conv
+            if len(self.conversations) > MAX_CONVERSATIONS:
+                _, oldest = self.conversations.popitem(last=False)
+                self._close(oldest)
+        else:
+            self.conversations.move_to_end(key)
+        return conv
+
+    def _segment(self, seg: TcpSegment) -> None:
+        conv = self._conversation(seg)
+        conv.packets += 1
+        conv.last_ts = seg.ts
+        if conv.ignored:
+            return
+        side = conv.side_of(seg.src, seg.sport)
+        r = conv.reasm[side]
+        if seg.flags & SYN:
+            r.syn(seg.seq)
+            conv.syn_seen[side] = True
+            if conv.client is None:
+                conv.client = side if not seg.flags & ACK else 1 - side
+        events: list[Event] = []
+        if seg.payload:
+            conv.bytes[side] += len(seg.payload)
+            events = r.segment(seg.seq, seg.payload, seg.frame, seg.ts)
+        if seg.missing:
+            events += r.cut((seg.seq + len(seg.payload)) & 0xFFFFFFFF, seg.missing, seg.frame)
+        if seg.flags & FIN:
+            r.fin(seg.seq + (1 if seg.flags & SYN else 0), len(seg.payload) + seg.missing)
+        if events:
+            self._events(conv, side, events)
+        if seg.flags & ACK:
+            lost = conv.reasm[1 - side].acked(seg.ack)
+            if lost:
+                self._events(conv, 1 - side, lost)
+        if seg.flags & RST:
+            conv.rst = True
+        elif seg.flags & FIN:
+            conv.fin[side] = True
+        if conv.closed:
+            self._close(conv)
+            key = (conv.a, conv.b)
+            self.conversations.pop(key, None)
+
+    # -- detection ---------------------------------------------------------------------
+
+    def _events(self, conv: Conversation, side: int, events: list[Event]) -> None:
+        if conv.dissector is None:
+            conv.held[side].extend(events)
+            conv.held_bytes[side] += sum(len(e.data) for e in events if isinstance(e, Data))
+            self._detect(conv)
+            return
+        self._frame(conv, side, events)
+
+    def _detect(self, conv: Conversation) -> None:
+        found = self._by_port(conv) or self._by_probe(conv)
+        if found is None:
+            if sum(conv.held_bytes) > MAX_UNDECIDED_BYTES:
+                conv.ignored = True
+                conv.held = [[], []]
+            return
+        dissector, client = found
+        conv.dissector = dissector
+        if conv.client is None:
+            conv.client = client
+        state = dissector.new_state()
+        conv.state = state
+        for side in (0, 1):
+            to_server = side == conv.client
+            framer = dissector.new_framer(to_server, state=state)  # type: ignore[call-arg]
+            framer.set_probe(self._boundary(dissector, to_server, conv), conv.syn_seen[side])
+            conv.framers[side] = framer
+        held, conv.held = conv.held, [[], []]
+        # Replay in capture order of the first frame of each side's events (client first on ties).
+        order = sorted((0, 1), key=lambda s: (_first_frame(held[s]), s != conv.client))
+        for side in order:
+            if held[side]:
+                self._frame(conv, side, held[side])
+
+    def _boundary(self, d: Dissector, to_server: bool, conv: Conversation) -> Callable[[bytes], bool]:
+        def probe(head: bytes) -> bool:
+            assert conv.state is not None
+            try:
+                return d.probe_boundary(head, to_server, conv.state)
+            except Exception:  # noqa: BLE001 - a probe must never stop the pipeline
+                return False
+
+        return probe
+
+    def _by_port(self, conv: Conversation) -> tuple[Dissector, int] | None:
+        hit = self.registry.by_port(conv.a[1], conv.b[1])
+        if hit is None:
+            return None
+        dissector, b_is_server = hit
+        return dissector, (0 if b_is_server else 1)
+
+    def _by_probe(self, conv: Conversation) -> tuple[Dissector, int] | None:
+        sides = (conv.client,) if conv.client is not None else (0, 1)
+        best: tuple[Dissector, int, float] | None = None
+        for side in sides:
+            head = conv.head(side)
+            if len(head) < 8:
+                continue
+            hit = self.registry.probe(head)
+            if hit and (best is None or hit[1] > best[2]):
+                best = (hit[0], side, hit[1])
+        return (best[0], best[1]) if best else None
+
+    # -- framing and dissection --------------------------------------------------------
+
+    def _frame(self, conv: Conversation, side: int, events: list[Event]) -> None:
+        framer = conv.framers[side]
+        assert framer is not None
+        for ev in events:
+            if isinstance(ev, Data):
+                pdus = framer.feed(ev.data, ev.frame, ev.ts)
+            elif isinstance(ev, Gap):
+                pdus = framer.gap(ev.lost, ev.frame_before, ev.frame_after)
+            else:
+                framer.note(_overlap_diag(ev))
+                continue
+            for pdu in pdus:
+                self._dissect(conv, side, pdu)
+
+    def _dissect(self, conv: Conversation, side: int, pdu: Pdu) -> None:
+        d, state = conv.dissector, conv.state
+        assert d is not None and state is not None
+        msg = Message(pdu, conv.index, conv.names[side], conv.names[1 - side], d.name)
+        msg.capture = self.capture
+        run_dissector(d, msg, state, self.opts)
+        if msg.peer is not None:
+            link(msg.peer, msg)
+        conv.messages += 1
+        self.out.append(msg)
+
+    def _close(self, conv: Conversation) -> None:
+        if conv.dissector is not None:
+            for side in (0, 1):
+                events = conv.reasm[side].flush()
+                if events:
+                    self._frame(conv, side, events)
+            for side in (0, 1):
+                framer = conv.framers[side]
+                if framer is not None:
+                    for pdu in framer.flush():
+                        self._dissect(conv, side, pdu)
+        self.closed_streams.add(conv.index)
+        if self.on_conversation_end is not None:
+            self.on_conversation_end(conv)
+
+    # -- output ------------------------------------------------------------------------
+
+    def _release(self, final: bool) -> list[Message]:
+        out = self.out
+        if not out:
+            return []
+        ready: list[Message] = []
+        while out:
+            m = out[0]
+            waiting = self.hold and m.expects_response and m.match is None
+            if waiting and not final and not self._expired(m):
+                break
+            out.popleft()
+            self.counters.messages += 1
+            m.number = self.counters.messages
+            ready.append(m)
+        if final:
+            self.closed_streams.clear()
+        return ready
+
+    def _expired(self, m: Message) -> bool:
+        return (len(self.out) > HOLD_MESSAGES or m.stream in self.closed_streams
+                or self.now - m.ts_end > HOLD_SECONDS)
+
+
+def _first_frame(events: list[Event]) -> int:
+    for ev in events:
+        if isinstance(ev, Data):
+            return ev.frame
+    return 1 << 62
+
+
+def _overlap_diag(ev: Overlap) -> Diagnostic:
+    return Diagnostic(Severity.WARNING, Group.SEQUENCE, "tcp.overlap",
+                      f"frame {ev.frame} retransmits {ev.length} bytes that differ from those first "
+                      "captured (the first-seen bytes are used)")
+
+
+def dissect_file(path: str, registry: DissectorRegistry | None = None, opts: Options | None = None,
+                 progress: Callable[[int], None] | None = None,
+                 warnings: list[str] | None = None) -> Iterator[Message]:
+    """Stream the messages of one capture file, in order."""
+    pipe = Pipeline(registry, opts)
+    pipe.capture = path
+    with CaptureFile(path) as cap:
+        n = 0
+        for frame in cap:
+            yield from pipe.feed(frame)
+            n += 1
+            if progress is not None and n % 2048 == 0:
+                progress(cap.position())
+        yield from pipe.finish()
+        if progress is not None:
+            progress(cap.position())
+        if warnings is not None:
+            warnings.extend(cap.warnings)

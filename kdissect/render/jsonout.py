@@ -1,0 +1,96 @@
+"""Message -> JSON-ready dict: the export contract documented in docs/json.md."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, Field, Message
+
+SCHEMA_VERSION = 1
+
+
+def printable(b: bytes) -> str | None:
+    """The text of b when it is printable UTF-8, else None."""
+    try:
+        s = b.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if all(c.isprintable() or c in "\t\r\n" for c in s):
+        return s
+    return None
+
+
+def bytes_value(b: bytes, max_bytes: int) -> str:
+    """Bytes for JSON: printable text as is, else lowercase hex; cut at max_bytes (0: no cut)."""
+    cut = max_bytes > 0 and len(b) > max_bytes
+    part = b[:max_bytes] if cut else b
+    text = printable(part)
+    out = text if text is not None else part.hex()
+    return out + f"…(+{len(b) - max_bytes} bytes)" if cut else out
+
+
+def field_value(f: Field, max_bytes: int) -> Any:
+    hint = f.hint
+    if hint == STRUCT:
+        return fields_dict(f.children or [], max_bytes)
+    if hint == ARRAY:
+        return [field_value(c, max_bytes) for c in f.children or []]
+    v = f.value
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        if hint == RAW:
+            return bytes(v[:max_bytes] if max_bytes > 0 else v).hex()
+        return bytes_value(bytes(v), max_bytes)
+    if isinstance(v, float) and v != v:
+        return None
+    if f.children:  # a scalar with sub-fields (flags broken out, parsed payloads)
+        d = fields_dict(f.children, max_bytes)
+        d["value"] = v
+        return d
+    return v
+
+
+def fields_dict(fields: list[Field], max_bytes: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields:
+        name = f.name
+        if name in out:  # repeated names (e.g. unknown tags) become lists
+            prev = out[name]
+            out[name] = (prev if isinstance(prev, list) and f.hint != ARRAY else [prev])
+            out[name].append(field_value(f, max_bytes))
+            continue
+        out[name] = field_value(f, max_bytes)
+        if f.display is not None and f.hint in (ENUM, FLAGS):
+            out[name + "_name"] = f.display
+    return out
+
+
+def message_dict(m: Message, max_bytes: int = 256) -> dict[str, Any]:
+    return {
+        "number": m.number,
+        "frame": m.frame,
+        "frames": m.frames,
+        "ts": round(m.ts, 9),
+        "stream": m.stream,
+        "src": m.src,
+        "dst": m.dst,
+        "protocol": m.protocol,
+        "kind": m.kind,
+        "summary": m.summary,
+        "length": len(m.data),
+        "info": {k: v for k, v in m.info.items() if v is not None},
+        "fields": fields_dict(m.fields, max_bytes),
+        "diagnostics": [d.to_json() for d in m.diagnostics],
+        "match": m.match.to_json() if m.match else None,
+    }
+
+
+def _default(o: Any) -> Any:
+    if isinstance(o, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(o)).decode()
+    return str(o)
+
+
+def dumps(d: dict[str, Any]) -> str:
+    return json.dumps(d, ensure_ascii=False, default=_default, separators=(",", ":"))

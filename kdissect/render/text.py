@@ -1,0 +1,138 @@
+"""Terminal rendering with rich: the packet-list line, the field tree (-V) and the hex dump (-x).
+
+Renderers never special-case a protocol: they read Message, Field hints and diagnostics only.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
+
+from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, TIME_MS, Field, Message, Severity
+from kdissect.render.jsonout import printable
+
+PROTO_STYLE = {"kafka": "cyan", "zookeeper": "green", "pulsar": "magenta", "rocketmq": "yellow"}
+SEVERITY_STYLE = {
+    Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.NOTE: "blue", Severity.CHAT: "dim",
+}
+
+
+def rtt_text(m: Message) -> str:
+    if m.match is None or m.match.rtt is None or m.kind != "response":
+        return ""
+    ms = m.match.rtt * 1000.0
+    return f" ({ms:.1f} ms)" if ms >= 0.1 else f" ({ms * 1000:.0f} µs)"
+
+
+def summary_line(m: Message, t0: float, width_addr: int = 21) -> Text:
+    """Like Wireshark's packet list: number, relative time, src → dst, protocol, summary."""
+    t = Text()
+    t.append(f"{m.frame:>6} ", style="dim")
+    t.append(f"{m.ts - t0:11.6f} ")
+    t.append(f"{m.src:>{width_addr}} → {m.dst:<{width_addr}} ")
+    t.append(f"{m.protocol.upper():<9} ", style=PROTO_STYLE.get(m.protocol, "bold"))
+    worst = m.worst
+    style = SEVERITY_STYLE[worst] if worst in (Severity.ERROR, Severity.WARNING) else ""
+    t.append(m.summary + rtt_text(m), style=style)
+    return t
+
+
+def value_text(f: Field, max_bytes: int) -> str:
+    v = f.value
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        b = bytes(v)
+        cut = max_bytes > 0 and len(b) > max_bytes
+        part = b[:max_bytes] if cut else b
+        text = printable(part) if f.hint != RAW else None
+        shown = repr(text) if text is not None else part.hex(" ")
+        suffix = f" …(+{len(b) - max_bytes} bytes)" if cut else ""
+        return f"{shown}{suffix} [{len(b)} bytes]"
+    if f.hint in (ENUM, FLAGS) and f.display is not None:
+        return f"{f.display} ({v})"
+    if f.hint == TIME_MS and f.display is not None:
+        return f"{f.display} ({v})"
+    if v is None:
+        return "null"
+    if isinstance(v, str):
+        return repr(v)
+    return str(v)
+
+
+def tree_lines(fields: list[Field], max_bytes: int, indent: int = 1) -> list[str]:
+    out: list[str] = []
+    pad = "    " * indent
+    for f in fields:
+        label = f.label or f.name
+        if f.hint == STRUCT:
+            out.append(f"{pad}{label}")
+            out.extend(tree_lines(f.children or [], max_bytes, indent + 1))
+        elif f.hint == ARRAY:
+            items = f.children or []
+            out.append(f"{pad}{label} [{len(items)}]")
+            for i, c in enumerate(items):
+                if c.hint == STRUCT:
+                    out.append(f"{pad}    [{i}]")
+                    out.extend(tree_lines(c.children or [], max_bytes, indent + 2))
+                else:
+                    out.append(f"{pad}    [{i}] {value_text(c, max_bytes)}")
+        else:
+            out.append(f"{pad}{label}: {value_text(f, max_bytes)}")
+            if f.children:
+                out.extend(tree_lines(f.children, max_bytes, indent + 1))
+    return out
+
+
+def hexdump(data: bytes, width: int = 16) -> list[str]:
+    lines = []
+    for off in range(0, len(data), width):
+        chunk = data[off : off + width]
+        hx = " ".join(f"{b:02x}" for b in chunk)
+        asc = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        lines.append(f"    {off:04x}  {hx:<{width * 3}} {asc}")
+    return lines
+
+
+class TextRenderer:
+    """Prints messages to a rich Console, one line each, with optional tree and hex dump."""
+
+    def __init__(self, console: Console, verbose: bool = False, hexdump: bool = False,
+                 max_bytes: int = 256) -> None:
+        self.console = console
+        self.verbose = verbose
+        self.hex = hexdump
+        self.max_bytes = max_bytes
+        self.t0: float | None = None
+
+    def render(self, m: Message) -> None:
+        if self.t0 is None:
+            self.t0 = m.ts
+        c = self.console
+        c.print(summary_line(m, self.t0), soft_wrap=True, highlight=False)
+        if self.verbose:
+            self._details(m)
+        if self.hex:
+            for line in hexdump(m.data):
+                c.print(line, style="dim", highlight=False, markup=False, soft_wrap=True)
+        if self.verbose or self.hex:
+            c.print()
+
+    def _details(self, m: Message) -> None:
+        c = self.console
+        frames = ", ".join(str(f) for f in m.frames[:20]) + (" …" if len(m.frames) > 20 else "")
+        c.print(f"    frames: {frames}  stream: {m.stream}  length: {len(m.data)}",
+                style="dim", highlight=False, markup=False)
+        if m.match is not None:
+            rtt = "" if m.match.rtt is None else f" after {m.match.rtt * 1000:.3f} ms"
+            c.print(f"    {m.match.kind} in frame {m.match.frame}{rtt}",
+                    style="dim", highlight=False, markup=False)
+        for line in tree_lines(m.fields, self.max_bytes):
+            c.print(line, highlight=False, markup=False, soft_wrap=True)
+        for d in m.diagnostics:
+            at = f" @{d.offset}" if d.offset >= 0 else ""
+            c.print(f"    [{escape(d.severity.value)}/{escape(d.group.value)}] {escape(d.key)}{at}: "
+                    f"{escape(d.message)}", style=SEVERITY_STYLE.get(d.severity, ""), highlight=False,
+                    soft_wrap=True)
+
+
+__all__ = ["TextRenderer", "summary_line", "tree_lines", "hexdump", "BYTES"]

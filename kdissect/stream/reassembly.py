@@ -1,0 +1,205 @@
+"""Reassembler: one direction of a TCP connection, put back in order.
+
+Feed it segments (sequence number, payload, frame, ts) as they were captured; it returns
+events in stream order: Data(bytes, frame, ts), Gap(lost bytes, frame numbers around it) and
+Overlap (retransmitted bytes that differ from those first seen: the first-seen bytes win, like
+Wireshark's default). Retransmissions, keep-alives and zero-window probes are absorbed.
+Sequence numbers are compared modulo 2**32, so they may wrap.
+
+A gap is declared when the peer acknowledges bytes this side never showed us, when the
+out-of-order backlog grows past a bound, and at the end of the stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MASK = 0xFFFFFFFF
+MAX_BACKLOG_BYTES = 4 * 1024 * 1024
+MAX_BACKLOG_SEGMENTS = 2048
+HISTORY = 64 * 1024  # delivered bytes kept to compare retransmissions against
+
+
+def seq_diff(a: int, b: int) -> int:
+    """a - b in sequence space, as a signed 32-bit number."""
+    d = (a - b) & MASK
+    return d - (1 << 32) if d & 0x80000000 else d
+
+
+@dataclass(slots=True)
+class Data:
+    data: bytes
+    frame: int
+    ts: float
+
+
+@dataclass(slots=True)
+class Gap:
+    lost: int
+    frame_before: int
+    frame_after: int
+
+
+@dataclass(slots=True)
+class Overlap:
+    frame: int
+    length: int
+
+
+Event = Data | Gap | Overlap
+
+
+class Reassembler:
+    __slots__ = ("next_seq", "backlog", "backlog_bytes", "history", "last_frame", "fin_seq", "closed")
+
+    def __init__(self) -> None:
+        self.next_seq: int | None = None  # None until the first SYN or segment
+        self.backlog: dict[int, tuple[bytes, int, float]] = {}  # seq -> (payload, frame, ts)
+        self.backlog_bytes = 0
+        self.history = bytearray()  # the last HISTORY bytes delivered, ending at next_seq
+        self.last_frame = 0
+        self.fin_seq: int | None = None
+        self.closed = False
+
+    def syn(self, seq: int) -> None:
+        """A SYN: data starts at seq + 1."""
+        if self.next_seq is None:
+            self.next_seq = (seq + 1) & MASK
+
+    def fin(self, seq: int, payload_len: int) -> None:
+        self.fin_seq = (seq + payload_len) & MASK
+
+    def segment(self, seq: int, payload: bytes, frame: int, ts: float) -> list[Event]:
+        if not payload:
+            return []
+        if self.next_seq is None:
+            self.next_seq = seq  # captured mid-connection: start where we are
+        d = seq_diff(seq, self.next_seq)
+        if d > 0:
+            self._stash(seq, payload, frame, ts)
+            return self._check_backlog()
+        out: list[Event] = []
+        if d < 0:
+            payload = self._trim_old(-d, payload, frame, out)
+            if not payload:
+                return out
+        self._deliver(payload, frame, ts, out)
+        self._drain(out)
+        return out
+
+    def acked(self, ack: int) -> list[Event]:
+        """The peer acknowledged up to `ack`: anything before it that we lack is lost."""
+        if self.next_seq is None:
+            return []
+        d = seq_diff(ack, self.next_seq)
+        if self.fin_seq is not None and seq_diff(ack, self.fin_seq) > 0:
+            d -= 1  # the FIN's sequence number is acknowledged too
+        if d <= 0 or d > 1 << 30:
+            return []
+        return self._gap_to((self.next_seq + d) & MASK)
+
+    def cut(self, seq_end: int, missing: int, frame: int) -> list[Event]:
+        """A segment ending at seq_end lost `missing` bytes to the snaplen."""
+        if self.next_seq is None or seq_diff(seq_end, self.next_seq) != 0:
+            return []
+        out: list[Event] = [Gap(missing, frame, frame)]
+        self.next_seq = (self.next_seq + missing) & MASK
+        self.history.clear()
+        self._drain(out)
+        return out
+
+    def flush(self) -> list[Event]:
+        """End of stream: deliver the backlog across its holes."""
+        out: list[Event] = []
+        while self.backlog:
+            out.extend(self._gap_to(self._earliest()))
+        return out
+
+    # -- internals --------------------------------------------------------------------
+
+    def _stash(self, seq: int, payload: bytes, frame: int, ts: float) -> None:
+        old = self.backlog.get(seq)
+        if old is not None and len(old[0]) >= len(payload):
+            return
+        if old is not None:
+            self.backlog_bytes -= len(old[0])
+        self.backlog[seq] = (payload, frame, ts)
+        self.backlog_bytes += len(payload)
+
+    def _check_backlog(self) -> list[Event]:
+        if self.backlog_bytes <= MAX_BACKLOG_BYTES and len(self.backlog) <= MAX_BACKLOG_SEGMENTS:
+            return []
+        return self._gap_to(self._earliest())
+
+    def _earliest(self) -> int:
+        assert self.next_seq is not None
+        base = self.next_seq
+        return min(self.backlog, key=lambda s: seq_diff(s, base))
+
+    def _gap_to(self, seq: int) -> list[Event]:
+        assert self.next_seq is not None
+        lost = seq_diff(seq, self.next_seq)
+        out: list[Event] = []
+        if lost > 0:
+            after = self._frame_at_or_after(seq)
+            out.append(Gap(lost, self.last_frame, after))
+            self.next_seq = seq
+            self.history.clear()
+        self._drain(out)
+        return out
+
+    def _frame_at_or_after(self, seq: int) -> int:
+        entry = self.backlog.get(seq)
+        if entry is not None:
+            return entry[1]
+        return self.last_frame + 1
+
+    def _trim_old(self, behind: int, payload: bytes, frame: int, out: list[Event]) -> bytes:
+        """Drop the part of payload already delivered; report it if its bytes differ."""
+        old = payload[:behind]
+        hist = self.history
+        if old and behind <= len(hist):
+            start = len(hist) - behind
+            seen = hist[start : start + len(old)]
+            if seen != old:
+                out.append(Overlap(frame, len(old)))
+        return payload[behind:]
+
+    def _deliver(self, payload: bytes, frame: int, ts: float, out: list[Event]) -> None:
+        assert self.next_seq is not None
+        out.append(Data(payload, frame, ts))
+        self.next_seq = (self.next_seq + len(payload)) & MASK
+        self.last_frame = frame
+        hist = self.history
+        hist += payload
+        if len(hist) > 2 * HISTORY:
+            del hist[: len(hist) - HISTORY]
+
+    def _drain(self, out: list[Event]) -> None:
+        """Deliver backlog segments that now touch or overlap next_seq."""
+        backlog = self.backlog
+        while backlog:
+            assert self.next_seq is not None
+            entry = backlog.pop(self.next_seq, None)
+            if entry is None:
+                entry = self._overlapping()
+                if entry is None:
+                    return
+            else:
+                self.backlog_bytes -= len(entry[0])
+            payload, frame, ts = entry
+            if payload:
+                self._deliver(payload, frame, ts, out)
+
+    def _overlapping(self) -> tuple[bytes, int, float] | None:
+        """A backlog segment that starts before next_seq and reaches past it, trimmed."""
+        assert self.next_seq is not None
+        base = self.next_seq
+        for seq, (payload, frame, ts) in list(self.backlog.items()):
+            d = seq_diff(seq, base)
+            if d < 0:
+                del self.backlog[seq]
+                self.backlog_bytes -= len(payload)
+                if -d < len(payload):
+                    return payload[-d:], frame, ts
+        return None
