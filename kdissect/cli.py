@@ -10,72 +10,14 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator
-from typing import IO, Any, TypeVar
+from collections.abc import Iterator
+from typing import IO
 
 import click
 
 from kdissect import __version__
-from kdissect.dissect.base import Options
-from kdissect.dissect.registry import DissectorRegistry, parse_decode_as
+from kdissect.cliutil import build, decode_options, iter_capture, make_console
 from kdissect.errors import KdissectError
-from kdissect.model import Message
-
-F = TypeVar("F", bound=Callable[..., Any])
-PROGRESS_MIN_BYTES = 8 * 1024 * 1024
-
-
-def decode_options(f: F) -> F:
-    """Options shared by every command that decodes traffic."""
-    decorators = [
-        click.option("--decode-as", "decode_as", multiple=True, metavar="PORT=PROTO",
-                     help="Decode TCP port PORT as PROTO (kafka, zookeeper, pulsar, rocketmq); repeatable."),
-        click.option("--max-bytes", type=click.IntRange(0), default=256, show_default=True,
-                     help="Cut byte and text values longer than this in the output (0: never)."),
-        click.option("--max-decompressed", type=click.IntRange(1024), default=64 * 1024 * 1024,
-                     show_default=True, help="Cap on the output of any one decompression (bytes)."),
-        click.option("--show-secrets", is_flag=True,
-                     help="Show SASL passwords, proofs and auth tokens instead of redacting them."),
-    ]
-    for dec in reversed(decorators):
-        f = dec(f)
-    return f
-
-
-def build(decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int,
-          show_secrets: bool) -> tuple[DissectorRegistry, Options]:
-    registry = DissectorRegistry(decode_as=parse_decode_as(decode_as))
-    opts = Options(max_bytes=max_bytes, max_decompressed=max_decompressed, show_secrets=show_secrets)
-    return registry, opts
-
-
-def iter_capture(path: str, registry: DissectorRegistry, opts: Options) -> Iterator[Message]:
-    """Messages of a capture file, with a progress bar on a terminal and file warnings at the end."""
-    from kdissect.pipeline import dissect_file
-
-    warnings: list[str] = []
-    size = os.path.getsize(path) if os.path.exists(path) else 0
-    if sys.stderr.isatty() and size >= PROGRESS_MIN_BYTES:
-        from rich.console import Console
-        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
-
-        with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                      TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
-            task = bar.add_task(os.path.basename(path), total=size)
-            yield from dissect_file(path, registry, opts, lambda pos: bar.update(task, completed=pos),
-                                    warnings)
-    else:
-        yield from dissect_file(path, registry, opts, None, warnings)
-    for w in warnings:
-        click.echo(f"kdissect: warning: {w}", err=True)
-
-
-def make_console(no_color: bool, file: IO[str] | None = None) -> Any:
-    from rich.console import Console
-
-    if no_color:
-        return Console(file=file, color_system=None, no_color=True, highlight=False, width=10_000)
-    return Console(file=file, highlight=False, soft_wrap=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -150,6 +92,12 @@ def _open_output(path: str | None) -> Iterator[IO[str]]:
         raise KdissectError(f"cannot write {path}: {e.strerror or e}") from None
     with f:
         yield f
+
+
+# Commands defined in their own modules are registered here, explicitly.
+COMMANDS: list[click.Command] = []
+for _cmd in COMMANDS:
+    cli.add_command(_cmd)
 
 
 def main() -> None:

@@ -1,0 +1,1 @@
+"""CLI commands beyond read and export, each in its own module."""
