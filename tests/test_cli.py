@@ -1,0 +1,107 @@
+"""The command line as a user meets it: help, errors, exit codes, pipes, JSON validity."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pcapgen import Pkt, TcpConn, ethernet, kafka_request, kafka_response, write_pcap
+
+from kdissect.cli import cli
+
+KDISSECT = [sys.executable, "-m", "kdissect"]
+
+
+def run(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*KDISSECT, *args], capture_output=True, text=True, timeout=120, **kw)  # type: ignore[call-overload]
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    c = TcpConn()
+    pkts = c.handshake()
+    for corr in range(1, 301):
+        pkts.append(c.segment(True, kafka_request(18, 0, corr, "cli-test")))
+        pkts.append(c.segment(False, kafka_response(corr, b"\x00\x00\x00\x00\x00\x00")))
+    path = tmp_path_factory.mktemp("cap") / "api.pcap"
+    write_pcap(str(path), [Pkt(1700000000 + i * 0.001, ethernet(p)) for i, p in enumerate(pkts)])
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(cli.commands))
+def test_every_command_has_help(name: str) -> None:
+    r = run(name, "--help")
+    assert r.returncode == 0, r.stderr
+    assert "Usage:" in r.stdout and len(r.stdout.splitlines()) > 3
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["read", "/nonexistent.pcap"], "cannot open"),
+        (["read", "__FILE__"], "not a pcap or pcapng capture"),
+        (["read", "__CAP__", "--decode-as", "9092=nosuch"], "unknown protocol"),
+        (["read", "__CAP__", "--decode-as", "x=kafka"], "PORT=PROTOCOL"),
+        (["export", "__CAP__", "--format", "xml"], "Invalid value"),
+        (["nosuchcommand"], "No such command"),
+    ],
+)
+def test_bad_use_is_one_line_and_exit_2(capture: Path, args: list[str], message: str) -> None:
+    args = [str(capture) if a == "__CAP__" else __file__ if a == "__FILE__" else a for a in args]
+    r = run(*args)
+    assert r.returncode == 2
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
+    assert len([line for line in r.stderr.splitlines() if line.strip()]) <= 3
+
+
+def test_read_lists_messages_with_response_times(capture: Path) -> None:
+    r = run("read", str(capture), "-c", "2")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2
+    assert "ApiVersions v0 request corr=1 client=cli-test" in lines[0]
+    assert "ApiVersions v0 response corr=1" in lines[1] and lines[1].endswith("(1.0 ms)")
+    assert "\x1b[" not in r.stdout  # no colours when not on a terminal
+
+
+def test_read_verbose_and_hex(capture: Path) -> None:
+    r = run("read", str(capture), "-c", "1", "-V", "-x")
+    assert "correlation_id: 1" in r.stdout
+    assert "client_id: 'cli-test'" in r.stdout
+    assert "0000  00 00 00 12 00 12 00 00" in r.stdout
+
+
+def test_export_json_and_jsonl_agree(capture: Path, tmp_path: Path) -> None:
+    out = tmp_path / "x.json"
+    r = run("export", str(capture), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    arr = json.loads(out.read_text())
+    r2 = run("export", str(capture), "--format", "jsonl")
+    lines = [json.loads(line) for line in r2.stdout.splitlines()]
+    assert arr == lines
+    assert len(arr) == 600
+    first = arr[0]
+    for key in ("frame", "frames", "ts", "stream", "src", "dst", "protocol", "kind", "summary",
+                "fields", "diagnostics", "match"):
+        assert key in first
+    assert first["match"] == {"frame": 5, "kind": "response", "rtt_ms": 1.0}
+    assert first["fields"]["header"]["api_key_name"] == "ApiVersions"
+
+
+def test_pipe_into_head_ends_quietly(capture: Path) -> None:
+    p = subprocess.run(f"{sys.executable} -m kdissect read {capture} | head -1", shell=True,
+                       capture_output=True, text=True, timeout=60)
+    assert p.stderr == ""
+    assert len(p.stdout.splitlines()) == 1
+
+
+def test_cut_capture_warns_once(capture: Path, tmp_path: Path) -> None:
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(capture.read_bytes()[:-7])
+    r = run("export", str(cut), "--format", "jsonl")
+    assert r.returncode == 0
+    assert r.stderr.count("warning") == 1 and "cut" in r.stderr

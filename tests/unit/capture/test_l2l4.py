@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import struct
+
+import pytest
+from pcapgen import ethernet, null_loop, sll, sll2, tcp_ip
+
+from kdissect.capture.l2l4 import decode, format_addr
+from kdissect.capture.pcapfile import RawFrame
+
+V4 = tcp_ip("192.0.2.1", "192.0.2.2", 40000, 9092, 100, 200, 0x18, b"hello")
+V6 = tcp_ip("2001:db8::1", "2001:db8::2", 40000, 9092, 100, 200, 0x18, b"hello")
+
+
+@pytest.mark.parametrize(
+    ("linktype", "data"),
+    [
+        (1, ethernet(V4)),
+        (1, ethernet(V4, vlans=(10,))),
+        (1, ethernet(V4, vlans=(10, 20))),
+        (113, sll(V4)),
+        (276, sll2(V4)),
+        (0, null_loop(V4)),
+        (101, V4),
+        (228, V4),
+        (1, ethernet(V6)),
+        (113, sll(V6)),
+        (0, null_loop(V6)),
+        (229, V6),
+    ],
+)
+def test_link_layers(linktype: int, data: bytes) -> None:
+    seg = decode(RawFrame(1, 0.0, linktype, data, len(data)))
+    assert seg is not None
+    assert (seg.sport, seg.dport, seg.seq, seg.ack, seg.payload) == (40000, 9092, 100, 200, b"hello")
+    assert seg.missing == 0
+
+
+def test_ipv6_extension_headers() -> None:
+    # Insert a hop-by-hop options header (8 bytes) between the IPv6 header and TCP.
+    ip6 = bytearray(V6)
+    tcp = bytes(ip6[40:])
+    hbh = bytes([6, 0]) + b"\x01\x04\x00\x00\x00\x00"
+    ip6[6] = 0  # next header: hop-by-hop
+    ip6[4:6] = struct.pack(">H", len(hbh) + len(tcp))
+    pkt = bytes(ip6[:40]) + hbh + tcp
+    seg = decode(RawFrame(1, 0.0, 229, pkt, len(pkt)))
+    assert seg is not None and seg.payload == b"hello"
+    assert format_addr(seg.src, seg.sport) == "[2001:db8::1]:40000"
+
+
+def test_ethernet_padding_is_not_payload() -> None:
+    small = tcp_ip("192.0.2.1", "192.0.2.2", 1, 2, 0, 0, 0x10, b"")
+    frame = ethernet(small) + b"\x00" * 6  # padded to the 60-byte minimum
+    seg = decode(RawFrame(1, 0.0, 1, frame, len(frame)))
+    assert seg is not None and seg.payload == b""
+
+
+def test_snaplen_cut_reports_missing_bytes() -> None:
+    full = ethernet(tcp_ip("192.0.2.1", "192.0.2.2", 1, 2, 0, 0, 0x18, b"x" * 100))
+    cut = full[:80]
+    seg = decode(RawFrame(1, 0.0, 1, cut, len(full)))
+    assert seg is not None
+    assert len(seg.payload) + seg.missing == 100
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"\x00" * 13, ethernet(V4)[:20], b"\xff" * 60,
+     ethernet(b"\x45" + b"\x00" * 8 + b"\x11" + b"\x00" * 30)],  # UDP
+)
+def test_not_tcp_or_short(data: bytes) -> None:
+    assert decode(RawFrame(1, 0.0, 1, data, len(data))) is None
+
+
+def test_unknown_linktype() -> None:
+    assert decode(RawFrame(1, 0.0, 9999, ethernet(V4), 100)) is None

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import pytest
+
+from kdissect.errors import BadValue
+from kdissect.rocketmq.ljson import MAX_DEPTH, looks_like_json, parse
+
+
+def test_strict_json_with_offsets() -> None:
+    node, trailing = parse(b'{"code":105,"remark":"a\\"b"}\n', 8)
+    assert trailing == 0
+    assert node.plain() == {"code": 105, "remark": 'a"b'}
+    code = node.get("code")
+    assert code is not None and (code.start, code.end) == (8 + 8, 8 + 11)
+
+
+def test_fastjson_bare_integer_key() -> None:
+    node, _ = parse(b'{"brokerAddrs":{0:"192.169.0.4:10911",1:"10.0.0.2:10911"}}')
+    assert node.plain() == {"brokerAddrs": {"0": "192.169.0.4:10911", "1": "10.0.0.2:10911"}}
+
+
+def test_fastjson_object_key() -> None:
+    text = b'{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"t"}:17}}'
+    node, _ = parse(text)
+    table = node.get("offsetTable")
+    assert table is not None
+    ((key, _, value),) = table.value
+    assert key == '{"brokerName":"b","queueId":0,"topic":"t"}'
+    assert value.value == 17
+
+
+def test_lenient_forms() -> None:
+    node, _ = parse(b"{a:'x\\u0001y', b:[1,2.5,-3,true,null,], c:NaN,,}")
+    assert node.plain() == {"a": "x\x01y", "b": [1, 2.5, -3, True, None], "c": "NaN"}
+
+
+def test_surrogate_pair_and_lone_half() -> None:
+    node, _ = parse(b'["\\ud83d\\ude00", "\\ud83d"]')
+    assert node.plain() == ["\U0001F600", "\ufffd"]
+
+
+def test_duplicate_key_last_wins() -> None:
+    node, _ = parse(b'{"k":1,"k":2}')
+    assert node.get("k").value == 2  # type: ignore[union-attr]
+
+
+def test_trailing_bytes_are_counted() -> None:
+    _, trailing = parse(b'{"a":1} xyz')
+    assert trailing == 3
+
+
+@pytest.mark.parametrize("bad", [b"", b"{", b'{"a"', b'{"a":}', b'["x', b"{\x01:1}", b"#"])
+def test_bad_input_raises_badvalue(bad: bytes) -> None:
+    with pytest.raises(BadValue):
+        parse(bad)
+
+
+def test_depth_is_limited() -> None:
+    with pytest.raises(BadValue, match="nesting"):
+        parse(b"[" * (MAX_DEPTH + 5) + b"]" * (MAX_DEPTH + 5))
+
+
+def test_looks_like_json() -> None:
+    assert looks_like_json(b'  {"a":1}')
+    assert looks_like_json(b"[1]")
+    assert not looks_like_json(b"Hello")
+    assert not looks_like_json(b"   ")

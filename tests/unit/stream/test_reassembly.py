@@ -1,0 +1,171 @@
+"""Reassembly under hypothesis: a real client stream cut into random segments, reordered,
+duplicated and overlapped, frames into exactly the same messages; a dropped segment gives a gap
+diagnostic and decoding resumes at the next whole message."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import dpkt
+from conftest import SHARED
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pcapgen import ACK, PSH, TcpConn, ethernet, kafka_request
+
+from kdissect.capture.pcapfile import RawFrame
+from kdissect.pipeline import Pipeline
+from kdissect.stream.reassembly import Data, Gap, Overlap, Reassembler, seq_diff
+
+REAL = SHARED / "captures" / "kafka" / "gen__mock_ck_msgset_v1.pcap"
+
+
+def _client_stream() -> bytes:
+    """The longest client->server byte stream of a real capture (dpkt, not kdissect, reads it),
+    or synthetic Kafka requests when ../shared is absent."""
+    if not REAL.exists():
+        return b"".join(kafka_request(3, 1, i, "c" * (i % 7), b"\x00" * (i * 13 % 200)) for i in range(40))
+    streams: dict[tuple[int, int], dict[int, bytes]] = {}
+    clients: set[tuple[int, int]] = set()
+    with open(REAL, "rb") as f:
+        for _, buf in dpkt.pcap.Reader(f):
+            ip = _ip(buf)
+            if ip is None or not isinstance(ip.data, dpkt.tcp.TCP):
+                continue
+            tcp = ip.data
+            if tcp.flags & dpkt.tcp.TH_SYN and not tcp.flags & dpkt.tcp.TH_ACK:
+                clients.add((tcp.sport, tcp.dport))
+            if tcp.data:
+                streams.setdefault((tcp.sport, tcp.dport), {})[tcp.seq] = bytes(tcp.data)
+    best = b""
+    for key, segs in streams.items():
+        data = b"".join(segs[s] for s in sorted(segs))
+        if key in clients and data.count(b"\x00\x00\x00") > best.count(b"\x00\x00\x00"):
+            best = data
+    return best
+
+
+def _ip(buf: bytes) -> dpkt.ip.IP | None:
+    eth = dpkt.ethernet.Ethernet(buf)
+    return eth.data if isinstance(eth.data, dpkt.ip.IP) else None
+
+
+STREAM = _client_stream()
+
+
+def _frames(pieces: list[tuple[int, bytes]], conn: TcpConn) -> list[RawFrame]:
+    pkts = conn.handshake()
+    base = conn.seq[True]
+    for off, data in pieces:
+        pkts.append(conn.segment(True, data, PSH | ACK, seq=base + off))
+    conn.seq[True] = base + len(STREAM)
+    pkts.append(conn.fin(True))
+    pkts.append(conn.fin(False))
+    return [RawFrame(i + 1, 1000.0 + i * 0.001, 1, ethernet(p), len(ethernet(p))) for i, p in enumerate(pkts)]
+
+
+def _messages(frames: list[RawFrame]) -> list:
+    pipe = Pipeline()
+    out = []
+    for f in frames:
+        out += pipe.feed(f)
+    return out + pipe.finish()
+
+
+def _baseline() -> list[bytes]:
+    return [m.data for m in _messages(_frames([(0, STREAM)], TcpConn(sport=9092, isn_c=0xFFFFFF00)))]
+
+
+BASELINE = _baseline()
+
+
+def _cuts(draw: st.DrawFn) -> list[tuple[int, bytes]]:
+    n = len(STREAM)
+    points = sorted(set(draw(st.lists(st.integers(1, n - 1), max_size=40))))
+    bounds = [0, *points, n]
+    pieces = [(a, STREAM[a:b]) for a, b in zip(bounds, bounds[1:])]
+    extra: list[tuple[int, bytes]] = []
+    for a, data in pieces:
+        if draw(st.booleans()) and draw(st.booleans()):
+            extra.append((a, data))  # an exact retransmission
+        if draw(st.booleans()) and draw(st.booleans()):
+            grow = draw(st.integers(1, 300))
+            extra.append((a, STREAM[a : a + len(data) + grow]))  # overlaps the next segment
+    return pieces + extra
+
+
+@st.composite
+def shuffled(draw: st.DrawFn) -> list[tuple[int, bytes]]:
+    pieces = _cuts(draw)
+    seed = draw(st.integers(0, 2**32))
+    random.Random(seed).shuffle(pieces)
+    return pieces
+
+
+def test_baseline_is_a_real_stream() -> None:
+    assert len(BASELINE) >= 5
+    assert b"".join(BASELINE) == STREAM
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shuffled(), st.sampled_from([1000, 0xFFFFFF00, 0xFFFFFFFF]))
+def test_reordered_duplicated_overlapped_segments_give_the_same_messages(
+        pieces: list[tuple[int, bytes]], isn: int) -> None:
+    msgs = _messages(_frames(pieces, TcpConn(isn_c=isn)))
+    assert [m.data for m in msgs] == BASELINE
+    assert not any(d.severity.value == "error" for m in msgs for d in m.diagnostics)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_dropped_segment_gives_a_gap_and_decoding_resumes(data: st.DataObject) -> None:
+    n = len(STREAM)
+    points = sorted(set(data.draw(st.lists(st.integers(1, n - 1), min_size=3, max_size=30, unique=True))))
+    bounds = [0, *points, n]
+    pieces = [(a, STREAM[a:b]) for a, b in zip(bounds, bounds[1:])]
+    drop = data.draw(st.integers(1, len(pieces) - 2))
+    lost_start, lost_data = pieces[drop]
+    lost_end = lost_start + len(lost_data)
+    kept = pieces[:drop] + pieces[drop + 1 :]
+    msgs = _messages(_frames(kept, TcpConn()))
+    assert any(d.key == "tcp.gap" for m in msgs for d in m.diagnostics)
+    # Every baseline message that starts at or after the hole's end comes out whole.
+    offsets, pos = [], 0
+    for b in BASELINE:
+        offsets.append(pos)
+        pos += len(b)
+    after = [b for off, b in zip(offsets, BASELINE) if off >= lost_end]
+    got = [m.data for m in msgs]
+    assert got[len(got) - len(after):] == after if after else True
+
+
+def test_sequence_wraps() -> None:
+    r = Reassembler()
+    r.syn(0xFFFFFFFD)
+    ev = r.segment(0xFFFFFFFE, b"ab", 1, 0.0) + r.segment(0, b"cd", 2, 0.0)
+    assert b"".join(e.data for e in ev if isinstance(e, Data)) == b"abcd"
+    assert seq_diff(1, 0xFFFFFFFF) == 2
+
+
+def test_overlap_with_different_bytes_is_reported() -> None:
+    r = Reassembler()
+    r.syn(0)
+    r.segment(1, b"hello world", 1, 0.0)
+    ev = r.segment(7, b"WORLD!", 2, 0.0)
+    assert any(isinstance(e, Overlap) for e in ev)
+    assert b"".join(e.data for e in ev if isinstance(e, Data)) == b"!"
+
+
+def test_peer_ack_beyond_data_declares_a_gap() -> None:
+    r = Reassembler()
+    r.syn(0)
+    r.segment(1, b"abc", 1, 0.0)
+    ev = r.acked(1 + 3 + 100)
+    assert [e.lost for e in ev if isinstance(e, Gap)] == [100]
+
+
+def test_keepalive_is_absorbed() -> None:
+    r = Reassembler()
+    r.syn(0)
+    r.segment(1, b"abc", 1, 0.0)
+    assert r.segment(3, b"c", 2, 0.0) == []  # keep-alive: one old byte

@@ -1,0 +1,111 @@
+"""The pipeline end to end on synthesized traffic: conversations, matching, ordering."""
+
+from __future__ import annotations
+
+import struct
+
+from pcapgen import TcpConn, ethernet, kafka_request, kafka_response
+
+from kdissect.capture.pcapfile import RawFrame
+from kdissect.dissect.registry import DissectorRegistry
+from kdissect.model import Message
+from kdissect.pipeline import Pipeline
+
+API_VERSIONS_V0_RESPONSE = struct.pack(">hi", 0, 0)  # error 0, no api keys
+PRODUCE_ACKS0 = struct.pack(">hii", 0, 1000, 0)  # acks=0, timeout, no topics
+
+
+def run(pkts: list[bytes], registry: DissectorRegistry | None = None, t0: float = 100.0) -> list[Message]:
+    pipe = Pipeline(registry)
+    out: list[Message] = []
+    for i, p in enumerate(pkts):
+        frame = ethernet(p)
+        out += pipe.feed(RawFrame(i + 1, t0 + i * 0.01, 1, frame, len(frame)))
+    return out + pipe.finish()
+
+
+def test_request_and_response_are_linked_with_the_response_time() -> None:
+    c = TcpConn()
+    pkts = c.handshake()
+    pkts.append(c.segment(True, kafka_request(18, 0, 7, "app")))
+    pkts.append(c.segment(False, kafka_response(7, API_VERSIONS_V0_RESPONSE)))
+    req, resp = run(pkts)
+    assert (req.kind, resp.kind) == ("request", "response")
+    assert req.summary.startswith("ApiVersions v0 request corr=7 client=app")
+    assert resp.match is not None and req.match is not None
+    assert resp.match.frame == req.frame == 4 and req.match.frame == resp.frame == 5
+    assert abs(resp.match.rtt - 0.01) < 1e-9
+    assert (req.src, req.dst) == ("10.0.0.1:40000", "10.0.0.2:9092")
+    assert (req.number, resp.number) == (1, 2)
+
+
+def test_produce_acks0_does_not_wait_for_a_response() -> None:
+    c = TcpConn()
+    pkts = c.handshake()
+    pkts.append(c.segment(True, kafka_request(0, 2, 1, "p", PRODUCE_ACKS0)))
+    pipe = Pipeline()
+    released: list[Message] = []
+    for i, p in enumerate(pkts):
+        released += pipe.feed(RawFrame(i + 1, float(i), 1, ethernet(p), 0))
+    assert len(released) == 1 and released[0].expects_response is False
+    assert released[0].info["acks"] == 0
+
+
+def test_output_holds_requests_until_answered_in_capture_order() -> None:
+    c = TcpConn()
+    pkts = c.handshake()
+    pkts.append(c.segment(True, kafka_request(18, 0, 1) + kafka_request(18, 0, 2)))
+    pkts.append(c.segment(False, kafka_response(2, API_VERSIONS_V0_RESPONSE)))
+    pkts.append(c.segment(False, kafka_response(1, API_VERSIONS_V0_RESPONSE)))
+    msgs = run(pkts)
+    assert [(m.kind, m.info["corr"]) for m in msgs] == [
+        ("request", 1), ("request", 2), ("response", 2), ("response", 1)]
+    assert all(m.match is not None for m in msgs)
+
+
+def test_new_syn_after_fin_starts_a_new_conversation() -> None:
+    pkts: list[bytes] = []
+    for corr in (1, 2):
+        c = TcpConn(isn_c=corr * 100000)
+        pkts += c.handshake()
+        pkts.append(c.segment(True, kafka_request(18, 0, corr)))
+        pkts.append(c.segment(False, kafka_response(corr, API_VERSIONS_V0_RESPONSE)))
+        pkts += [c.fin(True), c.fin(False)]
+    msgs = run(pkts)
+    assert [m.stream for m in msgs] == [0, 0, 1, 1]
+    assert all(m.match is not None for m in msgs)
+
+
+def test_capture_starting_mid_connection() -> None:
+    c = TcpConn(isn_c=0xFFFFFFF0)
+    c.handshake()  # not captured
+    partial = kafka_request(3, 1, 40, "x", b"\x00" * 30)[-12:]
+    pkts = [c.segment(True, partial), c.segment(True, kafka_request(3, 1, 41, "cid", b"\xff\xff\xff\xff")),
+            c.segment(True, kafka_request(3, 1, 42, "cid", b"\xff\xff\xff\xff"))]
+    msgs = run(pkts)
+    assert [m.info.get("corr") for m in msgs if m.kind == "request"] == [41, 42]
+
+
+def test_kafka_on_an_unknown_port_is_found_by_its_probe() -> None:
+    c = TcpConn(sport=34567)
+    pkts = c.handshake()
+    pkts.append(c.segment(True, kafka_request(18, 3, 1, "rdkafka", b"\x00")))
+    pkts.append(c.segment(False, kafka_response(1, b"\x00\x00\x00\x00")))
+    msgs = run(pkts)
+    assert [m.protocol for m in msgs] == ["kafka", "kafka"]
+
+
+def test_decode_as_overrides_the_port_table() -> None:
+    c = TcpConn(sport=34567)
+    pkts = c.handshake()
+    pkts.append(c.segment(True, kafka_request(18, 0, 1)))
+    msgs = run(pkts, DissectorRegistry(decode_as={34567: "kafka"}))
+    assert msgs[0].protocol == "kafka"
+
+
+def test_traffic_of_no_known_protocol_is_skipped() -> None:
+    c = TcpConn(sport=8080)
+    pkts = c.handshake()
+    pkts.append(c.segment(True, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+    pkts.append(c.segment(False, b"HTTP/1.1 200 OK\r\n\r\n"))
+    assert run(pkts) == []
