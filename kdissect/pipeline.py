@@ -41,9 +41,18 @@ def link(req: Message, resp: Message) -> None:
     req.match = Match(resp.frame, resp.kind, rtt)
 
 
+FlowFilter = Callable[[Endpoint, Endpoint], bool]
+
+
 class Pipeline:
+    """`flow_filter(a, b)`, if given, is asked once per new conversation (canonical endpoints,
+    a <= b) whether to decode it. A conversation it rejects is still tracked (its SYN, FIN, RST
+    and data volume) so that stream numbers stay those of the whole capture, but once its
+    protocol is known it is neither reassembled nor decoded: several workers can share one
+    capture by flow hash and together produce exactly the single-process output."""
+
     def __init__(self, registry: DissectorRegistry | None = None, opts: Options | None = None,
-                 hold: bool = True) -> None:
+                 hold: bool = True, flow_filter: FlowFilter | None = None) -> None:
         self.registry = registry or DissectorRegistry()
         self.opts = opts or Options()
         self.hold = hold  # keep output in capture order with requests linked to responses
@@ -54,6 +63,8 @@ class Pipeline:
         self.now = 0.0
         self.capture = ""
         self.on_conversation_end: Callable[[Conversation], None] | None = None
+        self.flow_filter = flow_filter
+        self.skipped: set[int] = set()  # indices of open conversations flow_filter rejected
 
     # -- input -------------------------------------------------------------------------
 
@@ -87,6 +98,8 @@ class Pipeline:
             conv = Conversation(self.counters.conversations, key[0], key[1])
             self.counters.conversations += 1
             self.conversations[key] = conv
+            if self.flow_filter is not None and not self.flow_filter(key[0], key[1]):
+                self.skipped.add(conv.index)
             if len(self.conversations) > MAX_CONVERSATIONS:
                 _, oldest = self.conversations.popitem(last=False)
                 self._close(oldest)
@@ -98,7 +111,7 @@ class Pipeline:
         conv = self._conversation(seg)
         conv.packets += 1
         conv.last_ts = seg.ts
-        if conv.ignored:
+        if conv.ignored or self._skip(conv, seg):
             return
         side = conv.side_of(seg.src, seg.sport)
         r = conv.reasm[side]
@@ -107,6 +120,12 @@ class Pipeline:
             conv.syn_seen[side] = True
             if conv.client is None:
                 conv.client = side if not seg.flags & ACK else 1 - side
+        # The ACK first: it acknowledges what the peer sent before this segment, so bytes it
+        # reveals as lost (and the backlog behind them) precede this segment's own data.
+        if seg.flags & ACK:
+            lost = conv.reasm[1 - side].acked(seg.ack)
+            if lost:
+                self._events(conv, 1 - side, lost)
         events: list[Event] = []
         if seg.payload:
             conv.bytes[side] += len(seg.payload)
@@ -117,10 +136,6 @@ class Pipeline:
             r.fin(seg.seq + (1 if seg.flags & SYN else 0), len(seg.payload) + seg.missing)
         if events:
             self._events(conv, side, events)
-        if seg.flags & ACK:
-            lost = conv.reasm[1 - side].acked(seg.ack)
-            if lost:
-                self._events(conv, 1 - side, lost)
         if seg.flags & RST:
             conv.rst = True
         elif seg.flags & FIN:
@@ -130,9 +145,27 @@ class Pipeline:
             key = (conv.a, conv.b)
             self.conversations.pop(key, None)
 
+    def _skip(self, conv: Conversation, seg: TcpSegment) -> bool:
+        """A conversation flow_filter rejected, once its protocol is known: track only what
+        decides where conversations start and end."""
+        if conv.dissector is None or conv.index not in self.skipped:
+            return False
+        side = conv.side_of(seg.src, seg.sport)
+        conv.bytes[side] += len(seg.payload)
+        if seg.flags & RST:
+            conv.rst = True
+        elif seg.flags & FIN:
+            conv.fin[side] = True
+        if conv.closed:
+            self._close(conv)
+            self.conversations.pop((conv.a, conv.b), None)
+        return True
+
     # -- detection ---------------------------------------------------------------------
 
     def _events(self, conv: Conversation, side: int, events: list[Event]) -> None:
+        if conv.dissector is not None and conv.index in self.skipped:
+            return
         if conv.dissector is None:
             conv.held[side].extend(events)
             conv.held_bytes[side] += sum(len(e.data) for e in events if isinstance(e, Data))
@@ -149,13 +182,16 @@ class Pipeline:
             return
         dissector, client = found
         conv.dissector = dissector
+        if conv.index in self.skipped:
+            conv.held = [[], []]
+            return
         if conv.client is None:
             conv.client = client
         state = dissector.new_state()
         conv.state = state
         for side in (0, 1):
             to_server = side == conv.client
-            framer = dissector.new_framer(to_server, state=state)  # type: ignore[call-arg]
+            framer = dissector.new_framer(to_server, state=state)
             framer.set_probe(self._boundary(dissector, to_server, conv), conv.syn_seen[side])
             conv.framers[side] = framer
         held, conv.held = conv.held, [[], []]
@@ -222,6 +258,9 @@ class Pipeline:
         self.out.append(msg)
 
     def _close(self, conv: Conversation) -> None:
+        if conv.index in self.skipped:
+            self.skipped.discard(conv.index)
+            return
         if conv.dissector is not None:
             for side in (0, 1):
                 events = conv.reasm[side].flush()
@@ -276,9 +315,11 @@ def _overlap_diag(ev: Overlap) -> Diagnostic:
 
 def dissect_file(path: str, registry: DissectorRegistry | None = None, opts: Options | None = None,
                  progress: Callable[[int], None] | None = None,
-                 warnings: list[str] | None = None) -> Iterator[Message]:
-    """Stream the messages of one capture file, in order."""
-    pipe = Pipeline(registry, opts)
+                 warnings: list[str] | None = None,
+                 flow_filter: FlowFilter | None = None) -> Iterator[Message]:
+    """Stream the messages of one capture file, in order (of the conversations flow_filter
+    accepts, if given)."""
+    pipe = Pipeline(registry, opts, flow_filter=flow_filter)
     pipe.capture = path
     with CaptureFile(path) as cap:
         n = 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SHARED, shared_captures, sidecar_decode_as
+from support import SHARED, shared_captures, sidecar_decode_as
 
 from kdissect.dissect.registry import DissectorRegistry
 from kdissect.pipeline import dissect_file

@@ -28,7 +28,7 @@ class Options:
 class ConversationState:
     """What a dissector keeps per TCP conversation: pending requests, plus anything else."""
 
-    def __init__(self, max_pending: int = 10000) -> None:
+    def __init__(self, max_pending: int = 1024) -> None:
         self.pending: Matcher[Any] = Matcher(max_pending)
         self.extra: dict[str, Any] = {}
 

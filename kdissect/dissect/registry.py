@@ -12,8 +12,11 @@ from kdissect.errors import UsageError
 
 def _all() -> list[Dissector]:
     from kdissect.kafka.dissector import DISSECTOR as kafka
+    from kdissect.pulsar.dissector import DISSECTOR as pulsar
+    from kdissect.rocketmq.dissector import DISSECTOR as rocketmq
+    from kdissect.zookeeper.dissector import DISSECTOR as zookeeper
 
-    return [kafka]
+    return [kafka, rocketmq, pulsar, zookeeper]
 
 
 class DissectorRegistry:

@@ -19,6 +19,8 @@ BoundaryProbe = Callable[[bytes], bool]
 
 # Bytes handed to a boundary probe: the length prefix plus the start of the message.
 PROBE_HEAD = 64
+# An unconfirmed boundary is accepted once this much data waits behind it.
+RESYNC_WINDOW = 1024 * 1024
 
 
 class Framer(Protocol):
@@ -56,10 +58,10 @@ class ChunkIndex:
             cstart = prev_end if prev_end is not None else -1
             if cstart >= end:
                 break
+            if not frames:
+                ts0 = ts
             if not frames or frames[-1] != frame:
                 frames.append(frame)
-            if ts0 == 0.0:
-                ts0 = ts
             ts1 = ts
             prev_end = cend
         return frames, ts0, ts1
@@ -84,7 +86,7 @@ class LengthPrefixedFramer:
         self.probe: BoundaryProbe | None = None
         self.skip_to = 0  # absolute offset below which bytes are discarded (stepping over a gap)
         self.pending_diags: list[Diagnostic] = []
-        self.skipped = 0  # bytes skipped while resynchronising
+        self.scan_pos = 0  # while resynchronising: offsets below this cannot start a message
 
     # -- the Framer interface ---------------------------------------------------------
 
@@ -128,6 +130,8 @@ class LengthPrefixedFramer:
 
     def flush(self) -> list[Pdu]:
         out: list[Pdu] = []
+        if self.buf and not self.synced and self.probe is not None and self._resync(final=True):
+            out.extend(self._drain())
         if self.buf:
             total = self._current_end()
             want = f" of {total - self.base}" if total is not None else ""
@@ -156,12 +160,14 @@ class LengthPrefixedFramer:
         self.pending_diags = []
         self.base += n
         self.buf.clear()
+        self.scan_pos = 0
         self.index.drop_before(self.base)
         if consume is not None:
             self.skip_to = self.base - n + consume
         return pdu
 
     def _discard(self, n: int) -> None:
+        self.scan_pos = max(0, self.scan_pos - n)
         del self.buf[:n]
         self.base += n
         self.index.drop_before(self.base)
@@ -202,41 +208,63 @@ class LengthPrefixedFramer:
         self._discard(1)
         self.synced = False
 
-    def _plausible(self, i: int) -> bool:
+    def _head_ok(self, i: int, n: int) -> bool | None:
+        """The boundary probe on the message at i: None when too few bytes are here to judge."""
+        head = bytes(self.buf[i : i + PROBE_HEAD])
+        if len(head) < min(PROBE_HEAD, 4 + n):
+            return None
+        assert self.probe is not None
+        return self.probe(head)
+
+    def _verdict(self, i: int) -> bool | None:
+        """Whether a message starts at buf[i]: True when it and the message after it both look
+        right (or it ends exactly where the data ends), False when not, None when more data is
+        needed to tell."""
         buf = self.buf
         n = int.from_bytes(buf[i : i + 4], "big")
         if n > self.max_frame or n < self.min_frame:
             return False
-        assert self.probe is not None
-        if not self.probe(bytes(buf[i : i + PROBE_HEAD])):
-            return False
+        ok = self._head_ok(i, n)
+        if not ok:
+            return ok
         nxt = i + 4 + n
-        if nxt + 4 <= len(buf):
-            n2 = int.from_bytes(buf[nxt : nxt + 4], "big")
-            return self.min_frame <= n2 <= self.max_frame
-        return True
+        if nxt == len(buf):
+            return True
+        if nxt + 4 > len(buf):
+            return None
+        n2 = int.from_bytes(buf[nxt : nxt + 4], "big")
+        if n2 > self.max_frame or n2 < self.min_frame:
+            return False
+        return self._head_ok(nxt, n2)
 
-    def _resync(self) -> bool:
-        """Find the next plausible boundary; discard what precedes it. False: need more data."""
+    def _resync(self, final: bool = False) -> bool:
+        """Find the next boundary; discard what precedes it. False: more data is needed.
+
+        A candidate confirmed by the message after it wins over one that runs past the data;
+        such an unconfirmed candidate is accepted once RESYNC_WINDOW bytes wait behind it, or
+        at the end of the stream."""
         buf = self.buf
-        limit = len(buf) - PROBE_HEAD
-        i = 0
-        while i <= limit:
-            if self._plausible(i):
-                self._skipped(i)
-                self.synced = True
-                return True
+        undecided: int | None = None
+        i = self.scan_pos
+        while i + 8 <= len(buf):
+            v = self._verdict(i)
+            if v:
+                return self._synced_at(i)
+            if v is None and undecided is None:
+                undecided = i
+            elif v is False and undecided is None:
+                self.scan_pos = i + 1
             i += 1
-        # Keep the last PROBE_HEAD bytes; nothing before them can start a message.
-        if i > 0:
-            self._skipped(i)
-        # A short stream: accept offset 0 if it is a whole plausible message.
-        if 4 <= len(self.buf) < PROBE_HEAD + 4 and self._plausible(0):
-            n = int.from_bytes(self.buf[0:4], "big")
-            if 4 + n <= len(self.buf):
-                self.synced = True
-                return True
+        if undecided is not None and (final or len(buf) - undecided > RESYNC_WINDOW):
+            return self._synced_at(undecided)
+        keep_from = undecided if undecided is not None else max(0, len(buf) - 7)
+        self._skipped(min(keep_from, self.scan_pos))
         return False
+
+    def _synced_at(self, i: int) -> bool:
+        self._skipped(i)
+        self.synced = True
+        return True
 
     def _skipped(self, n: int) -> None:
         if n <= 0:

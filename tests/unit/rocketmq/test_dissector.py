@@ -8,7 +8,7 @@ import pytest
 import zstandard
 from conftest import Run, field
 
-from kdissect.dissect.base import Options
+from kdissect.dissect.base import ConversationState, Options
 from kdissect.model import Group, Severity
 from kdissect.rocketmq import encode as enc
 from kdissect.rocketmq.dissector import DISSECTOR
@@ -50,13 +50,13 @@ def test_letters_are_not_renamed_outside_send_v2(run: Run) -> None:
     assert field(msg, "ext_fields.b") == "x"
 
 
-def test_oneway_request_expects_no_response(run: Run, state: object) -> None:
+def test_oneway_request_expects_no_response(run: Run, state: ConversationState) -> None:
     msg = run(enc.frame(15, opaque=5, flag=2, ext={"consumerGroup": "g", "topic": "t", "queueId": "1", "commitOffset": "9"}))
     assert msg.expects_response is False
     assert msg.summary == "UPDATE_CONSUMER_OFFSET group=g topic=t queue=1 offset=9"
     assert field(msg, "flag") == 2
     assert next(f for f in msg.fields if f.name == "flag").display == "ONEWAY"
-    assert len(DISSECTOR.new_state().pending) == 0
+    assert len(state.pending) == 0
 
 
 def test_opaque_matching_is_per_initiating_side(run: Run) -> None:

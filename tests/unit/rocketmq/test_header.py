@@ -76,3 +76,8 @@ def test_json_header_wrong_types_are_diagnosed() -> None:
     h = decode_json(b'{"code":"ten","opaque":1,"extFields":[1]}', 8)
     assert h.code is None
     assert {d.key for d in h.diagnostics} == {"rocketmq.header_type"}
+
+
+def test_json_nested_ext_value_kept_as_text() -> None:
+    h = decode_json(b'{"code":1,"opaque":2,"extFields":{"a":{"b":[1]},"c":null}}', 8)
+    assert [(e.key, e.value) for e in h.ext] == [("a", '{"b":[1]}'), ("c", None)]

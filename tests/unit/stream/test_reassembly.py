@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import dpkt
-from conftest import SHARED
+from support import SHARED
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pcapgen import ACK, PSH, TcpConn, ethernet, kafka_request

@@ -1,0 +1,170 @@
+"""The RocketMQ remoting dissector: frame, header (JSON or ROCKETMQ binary, per frame), matching
+by (initiating side, opaque), bodies by request code, summaries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kdissect.dissect.base import ConversationState, Options
+from kdissect.errors import BadLength, BadValue
+from kdissect.framing.length_prefixed import Framer, LengthPrefixedFramer
+from kdissect.model import ENUM, FLAGS, Field, Group, Message, note, warning
+from kdissect.rocketmq.bodies import Body, BodyContext, decode_body
+from kdissect.rocketmq.codes import LANGUAGES, REQUEST_CODES
+from kdissect.rocketmq.extfields import ext_fields
+from kdissect.rocketmq.header import Header, decode_binary, decode_json
+from kdissect.rocketmq.probe import frame_score
+from kdissect.rocketmq.summary import request_summary, response_summary
+from kdissect.rocketmq.tables import (
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
+    HEADER_FLAGS,
+    MAX_FRAME,
+    PARTIAL_SUCCESS_CODES,
+    PORTS,
+    PULL_STATUS_CODES,
+    SERIALIZE_JSON,
+    SERIALIZE_ROCKETMQ,
+    SERIALIZE_TYPES,
+    SUCCESS,
+    flag_names,
+    request_name,
+    response_name,
+)
+from kdissect.wire.reader import WireReader
+
+# Ext-field keys copied into msg.info (full camelCase key -> info key).
+INFO_KEYS = (("topic", "topic"), ("queueId", "queue_id"), ("consumerGroup", "group"), ("producerGroup", "group"))
+
+
+def _read_header(data: bytes, serialize_type: int, hlen: int) -> Header:
+    if serialize_type == SERIALIZE_JSON:
+        return decode_json(data[8 : 8 + hlen], 8)
+    if serialize_type == SERIALIZE_ROCKETMQ:
+        return decode_binary(data, 8, 8 + hlen)
+    raise BadValue(f"unknown serialize type {serialize_type}", 4)
+
+
+def _header_fields(h: Header, is_request: bool) -> list[Field]:
+    out: list[Field] = []
+    for name, f in h.fields.items():
+        if name == "code" and isinstance(f.value, int):
+            f.hint, f.display = ENUM, (request_name if is_request else response_name)(f.value)
+        elif name == "language":
+            code = h.language_code
+            if code is not None:
+                f.value, f.hint, f.display = code, ENUM, LANGUAGES.get(code, f"UNKNOWN_{code}")
+        elif name == "flag" and isinstance(f.value, int):
+            f.hint, f.display = FLAGS, flag_names(f.value, HEADER_FLAGS)
+        out.append(f)
+    return out + h.extra
+
+
+class RocketMQDissector:
+    name = "rocketmq"
+    title = "RocketMQ"
+    ports = PORTS
+    max_frame = MAX_FRAME
+
+    def probe(self, head: bytes) -> float:
+        return frame_score(head, requests_only=True)
+
+    def probe_boundary(self, head: bytes, to_server: bool, state: ConversationState) -> bool:
+        return frame_score(head, requests_only=False) >= 0.5
+
+    def new_framer(self, to_server: bool, state: ConversationState | None = None) -> Framer:
+        return LengthPrefixedFramer(self.max_frame, to_server)
+
+    def new_state(self) -> ConversationState:
+        return ConversationState()
+
+    def dissect(self, msg: Message, state: ConversationState, opts: Options) -> None:
+        data = msg.data
+        r = WireReader(data)
+        total = r.uint32()
+        word = r.uint32()
+        st, hlen = word >> 24, word & 0xFFFFFF
+        msg.fields += [
+            Field("length", total, 0, 4),
+            Field("serialize_type", st, 4, 1, hint=ENUM, display=SERIALIZE_TYPES.get(st, f"UNKNOWN_{st}")),
+            Field("header_length", hlen, 5, 3),
+        ]
+        if total != len(data) - 4:
+            msg.add(warning("rocketmq.length", f"length says {total} bytes, {len(data) - 4} present", 0, Group.MALFORMED))
+        if hlen > total - 4:
+            raise BadLength(f"header length {hlen} exceeds the frame length {total}", 5)
+        r.need(hlen)
+        h = _read_header(data, st, hlen)
+        for d in h.diagnostics:
+            msg.add(d)
+        if h.code is None or h.opaque is None:
+            raise BadValue("header without code or opaque", 8)
+        is_request = not h.flag & FLAG_RESPONSE
+        msg.kind = "request" if is_request else "response"
+        msg.fields += _header_fields(h, is_request)
+        req = self._match(msg, state, h, is_request)
+        req_code = h.code if is_request else (req.info.get("op_code") if req is not None else None)
+        ext_field, ext = ext_fields(h, req_code, is_request)
+        if ext_field is not None:
+            msg.fields.append(ext_field)
+        ctx = BodyContext(data, 8 + hlen, req_code, ext, opts, req is not None)
+        body = decode_body(ctx, is_request)
+        msg.fields += body.fields
+        for d in body.diagnostics:
+            msg.add(d)
+        self._describe(msg, h, req, ext, body)
+
+    @staticmethod
+    def _match(msg: Message, state: ConversationState, h: Header, is_request: bool) -> Message | None:
+        if is_request:
+            msg.expects_response = not h.flag & FLAG_ONEWAY
+            if msg.expects_response:
+                state.pending.add((msg.to_server, h.opaque), msg)
+            return None
+        req: Message | None = state.pending.pop((not msg.to_server, h.opaque))
+        if req is not None:
+            msg.peer = req
+        return req
+
+    @staticmethod
+    def _describe(msg: Message, h: Header, req: Message | None, ext: dict[str, Any], body: Body) -> None:
+        code = h.code
+        assert code is not None
+        info: dict[str, Any] = {"corr": h.opaque, "version": h.version, "serialize_type": SERIALIZE_TYPES.get(h.serialize_type)}
+        lang = h.language_code
+        info["language"] = LANGUAGES.get(lang) if lang is not None else h.language
+        for key, name in INFO_KEYS:
+            if ext.get(key) not in (None, "") and name not in info:
+                info[name] = ext[key]
+        if msg.kind == "request":
+            name = request_name(code)
+            info.update(op=name, op_code=code, error_code=None, error=None)
+            msg.summary = request_summary(name, code, ext, body)
+            if code not in REQUEST_CODES:
+                msg.add(note("rocketmq.unknown_code", f"unknown request code {code}", 8, Group.UNDECODED))
+        else:
+            name = response_name(code)
+            req_code = req.info.get("op_code") if req is not None else None
+            op = req.info.get("op") if req is not None else "RESPONSE"
+            for k in ("topic", "queue_id", "group"):
+                if req is not None and k not in info and k in req.info:
+                    info[k] = req.info[k]
+            info.update(op=op, op_code=req_code, response_code=code, error_code=code, error=None if code == SUCCESS else name)
+            msg.summary = response_summary(name, code, req_code, h.remark, ext, body)
+            _response_diagnostic(msg, code, name, h.remark)
+        if body.messages is not None:
+            info["messages"] = len(body.messages)
+        msg.info.update(info)
+
+
+def _response_diagnostic(msg: Message, code: int, name: str, remark: str | None) -> None:
+    if code == SUCCESS or code in PULL_STATUS_CODES:
+        return
+    text = f"response {name} ({code})" + (f": {remark}" if remark else "")
+    if code in PARTIAL_SUCCESS_CODES:
+        msg.add(note("rocketmq.partial_success", text, 8, Group.PROTOCOL))
+    else:
+        msg.add(warning("rocketmq.error_response", text, 8, Group.PROTOCOL))
+
+
+DISSECTOR = RocketMQDissector()

@@ -1,0 +1,91 @@
+"""The header's extFields (the custom request/response header) as typed fields.
+
+SendMessageRequestHeaderV2 keys (a..n) are shown under their full names; integer-valued keys
+become ints, timestamps get a date, sysFlag its flag names (message flags for sends, pull flags
+for pulls) and the properties string its name/value pairs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any
+
+from kdissect.model import FLAGS, TIME_MS, Field, struct
+from kdissect.rocketmq.codes import SEND_V2_FIELDS
+from kdissect.rocketmq.header import ExtEntry, Header
+from kdissect.rocketmq.jfields import snake
+from kdissect.rocketmq.props import properties_from_text
+from kdissect.rocketmq.tables import (
+    ALL_SEND_CODES,
+    INT_EXT_KEYS,
+    PROPERTIES_EXT_KEYS,
+    PULL_CODES,
+    PULL_SYSFLAG_BITS,
+    SEND_V2_CODES,
+    TIME_EXT_KEYS,
+    flag_names,
+    message_sysflag_names,
+)
+
+_INT = re.compile(r"-?\d{1,19}")
+
+
+def time_display(ms: int) -> str | None:
+    try:
+        return dt.datetime.fromtimestamp(ms / 1000.0, dt.timezone.utc).isoformat(timespec="milliseconds")
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and _INT.fullmatch(value.strip()):
+        return int(value)
+    return None
+
+
+def _sysflag_display(code: int | None, value: int) -> str | None:
+    if code in ALL_SEND_CODES:
+        return message_sysflag_names(value)
+    if code in PULL_CODES:
+        return flag_names(value, PULL_SYSFLAG_BITS)
+    return None
+
+
+def _typed(key: str, e: ExtEntry, name: str, label: str | None, code: int | None) -> tuple[Field, Any]:
+    value = e.value
+    if key in PROPERTIES_EXT_KEYS and isinstance(value, str):
+        f, props = properties_from_text(value, name, e.offset, e.length, label)
+        return f, props
+    n = _as_int(value) if key in INT_EXT_KEYS or key in TIME_EXT_KEYS or key == "sysFlag" else None
+    if n is None:
+        return Field(name, value, e.offset, e.length, label=label), value
+    f = Field(name, n, e.offset, e.length, label=label)
+    if key in TIME_EXT_KEYS:
+        f.hint, f.display = TIME_MS, time_display(n)
+    elif key == "sysFlag":
+        display = _sysflag_display(code, n)
+        if display is not None:
+            f.hint, f.display = FLAGS, display
+    return f, n
+
+
+def ext_fields(h: Header, request_code: int | None, is_request: bool) -> tuple[Field | None, dict[str, Any]]:
+    """The ext_fields struct (None when the header has none) and the typed values by full
+    (camelCase) key; for `properties` the value is the name -> value dict."""
+    if not h.ext and h.ext_offset < 0:
+        return None, {}
+    v2 = is_request and request_code in SEND_V2_CODES
+    children: list[Field] = []
+    values: dict[str, Any] = {}
+    for e in h.ext:
+        key = SEND_V2_FIELDS.get(e.key, e.key) if v2 else e.key
+        name = snake(key)
+        label = f"{key} ({e.key})" if key != e.key else (None if name == key else key)
+        f, v = _typed(key, e, name, label, request_code if is_request else None)
+        children.append(f)
+        values[key] = v
+    return struct("ext_fields", children, h.ext_offset, h.ext_length), values

@@ -1,0 +1,155 @@
+"""The RemotingCommand header in its two serializations: JSON (type 0) and the compact
+ROCKETMQ binary layout (type 1). Both decode to one Header; fields carry byte offsets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kdissect.errors import BadLength, BadValue
+from kdissect.model import Diagnostic, Field, warning
+from kdissect.rocketmq.jfields import named, to_field
+from kdissect.rocketmq.ljson import JNode, parse
+from kdissect.rocketmq.tables import LANGUAGE_CODES
+from kdissect.wire.reader import WireReader
+
+
+@dataclass(slots=True)
+class ExtEntry:
+    """One ext-field as read: its wire key, value (str, or a JSON number/bool/null), where."""
+
+    key: str
+    value: Any
+    offset: int
+    length: int
+
+
+@dataclass(slots=True)
+class Header:
+    serialize_type: int
+    code: int | None = None
+    language: int | str | None = None  # the code byte, or the JSON name
+    version: int | None = None
+    opaque: int | None = None
+    flag: int = 0
+    remark: str | None = None
+    ext: list[ExtEntry] = field(default_factory=list)
+    # Scalar header fields (name -> Field) in wire order, and JSON keys kdissect does not know.
+    fields: dict[str, Field] = field(default_factory=dict)
+    extra: list[Field] = field(default_factory=list)
+    ext_offset: int = -1
+    ext_length: int = 0
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def language_code(self) -> int | None:
+        if isinstance(self.language, int):
+            return self.language
+        return LANGUAGE_CODES.get(self.language) if isinstance(self.language, str) else None
+
+    def ext_value(self, key: str) -> Any:
+        """The last value of an ext-field by wire key, or None."""
+        found = None
+        for e in self.ext:
+            if e.key == key:
+                found = e.value
+        return found
+
+
+# -- JSON -----------------------------------------------------------------------------------
+
+_JSON_INT_KEYS = {"code": "code", "version": "version", "opaque": "opaque", "flag": "flag"}
+
+
+def _json_scalar(h: Header, key: str, node: JNode) -> bool:
+    """Store a known scalar header key; False when the key is not one."""
+    if key in _JSON_INT_KEYS:
+        if node.kind != "number" or not isinstance(node.value, int):
+            h.diagnostics.append(warning("rocketmq.header_type", f"header {key} is not an integer", node.start))
+            return False
+        setattr(h, _JSON_INT_KEYS[key], node.value)
+    elif key == "language":
+        v = node.value
+        h.language = v if isinstance(v, (int, str)) and not isinstance(v, bool) else None
+    elif key == "remark":
+        h.remark = None if node.value is None else str(node.value)
+    else:
+        return False
+    h.fields[key] = Field(key, node.value, node.start, node.end - node.start)
+    return True
+
+
+def _json_ext(h: Header, node: JNode, buf: bytes, base: int) -> None:
+    h.ext_offset, h.ext_length = node.start, node.end - node.start
+    if node.kind == "null":
+        return
+    if node.kind != "object":
+        h.diagnostics.append(warning("rocketmq.header_type", "extFields is not an object", node.start))
+        return
+    for key, key_start, v in node.value:
+        # A nested value (not written by RocketMQ itself) is kept as its JSON text.
+        value = v.value if v.kind not in ("object", "array") else buf[v.start - base : v.end - base].decode("utf-8", "replace")
+        h.ext.append(ExtEntry(key, value, key_start, v.end - key_start))
+
+
+def decode_json(buf: bytes, base: int) -> Header:
+    """A JSON header; buf is the header bytes, base their offset in the message."""
+    h = Header(0)
+    root, trailing = parse(buf, base)
+    if root.kind != "object":
+        raise BadValue("JSON header is not an object", base)
+    if trailing:
+        h.diagnostics.append(warning("rocketmq.header_trailing", f"{trailing} bytes after the JSON header", base + len(buf) - trailing))
+    for key, _, node in root.value:
+        if key == "extFields":
+            _json_ext(h, node, buf, base)
+        elif not _json_scalar(h, key, node):
+            name, label = named(key, key)
+            h.extra.append(to_field(name, node, label))
+    return h
+
+
+# -- ROCKETMQ binary --------------------------------------------------------------------------
+
+
+def _binary_ext(h: Header, r: WireReader) -> None:
+    start = r.pos
+    n = r.int32()
+    if n < 0:
+        raise BadLength(f"ext-fields length {n}", start)
+    h.ext_offset, h.ext_length = start, 4 + n
+    er = r.sub(n)
+    while not er.at_end():
+        at = er.pos
+        klen = er.int16()
+        if klen < 0:
+            raise BadLength(f"ext-field key length {klen}", at)
+        key = er.text(klen)
+        vlen = er.int32()
+        if vlen < 0:
+            raise BadLength(f"ext-field value length {vlen}", er.pos - 4)
+        value = er.text(vlen) if vlen else None
+        h.ext.append(ExtEntry(key, value, at, er.pos - at))
+
+
+def decode_binary(buf: bytes, base: int, end: int) -> Header:
+    """A ROCKETMQ binary header at buf[base:end] (buf is the whole message)."""
+    h = Header(1)
+    r = WireReader(buf, base, end)
+    spec = (("code", 2, r.int16), ("language", 1, r.uint8), ("version", 2, r.int16),
+            ("opaque", 4, r.int32), ("flag", 4, r.int32))
+    for name, size, read in spec:
+        at = r.pos
+        value = read()
+        setattr(h, name, value)
+        h.fields[name] = Field(name, value, at, size)
+    at = r.pos
+    rlen = r.int32()
+    if rlen < 0:
+        raise BadLength(f"remark length {rlen}", at)
+    h.remark = r.text(rlen) if rlen else None
+    h.fields["remark"] = Field("remark", h.remark, at, 4 + rlen)
+    _binary_ext(h, r)
+    if not r.at_end():
+        h.diagnostics.append(warning("rocketmq.header_trailing", f"{r.remaining} bytes after the binary header", r.pos))
+    return h

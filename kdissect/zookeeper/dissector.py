@@ -1,0 +1,120 @@
+"""The ZooKeeper client-protocol dissector: session handshake, requests and replies matched by
+xid, watch notifications, multi/multiRead, and four-letter admin words on the client port."""
+
+from __future__ import annotations
+
+from kdissect.dissect.base import ConversationState, Options
+from kdissect.model import Field, Message
+from kdissect.wire.reader import WireReader
+from kdissect.zookeeper import fourlw, packets, probe, session
+from kdissect.zookeeper.framer import TextLink, ZkFramer
+from kdissect.zookeeper.jute import Ctx
+
+STATE_KEY = "zookeeper"
+# jute.maxbuffer is 0xfffff by default; servers raise it, rarely beyond a few megabytes.
+MAX_FRAME = 4 * 1024 * 1024
+
+
+class ZkConversation:
+    """Per-conversation facts: which direction sent its first packet, a pending handshake, and
+    the admin word shared with the framers."""
+
+    __slots__ = ("link", "client_started", "server_started", "connect_pending")
+
+    def __init__(self) -> None:
+        self.link = TextLink()
+        self.client_started = False
+        self.server_started = False
+        self.connect_pending = False
+
+
+def conversation(state: ConversationState) -> ZkConversation:
+    conv = state.extra.get(STATE_KEY)
+    if not isinstance(conv, ZkConversation):
+        conv = ZkConversation()
+        state.extra[STATE_KEY] = conv
+    return conv
+
+
+def _is_binary(data: bytes) -> bool:
+    return len(data) >= 4 and int.from_bytes(data[:4], "big") + 4 == len(data)
+
+
+class ZooKeeperDissector:
+    name = "zookeeper"
+    title = "ZooKeeper"
+    ports = (2181,)
+    max_frame = MAX_FRAME
+
+    # -- detection ---------------------------------------------------------------------
+
+    def probe(self, head: bytes) -> float:
+        return probe.stream_score(head, self.max_frame)
+
+    def probe_boundary(self, head: bytes, to_server: bool, state: ConversationState) -> bool:
+        return probe.boundary(head, to_server, state, self.max_frame)
+
+    def new_framer(self, to_server: bool, state: ConversationState | None = None) -> ZkFramer:
+        link = conversation(state).link if state is not None else None
+        return ZkFramer(self.max_frame, to_server, link)
+
+    def new_state(self) -> ConversationState:
+        state = ConversationState()
+        conversation(state)
+        return state
+
+    # -- dissection --------------------------------------------------------------------
+
+    def dissect(self, msg: Message, state: ConversationState, opts: Options) -> None:
+        conv = conversation(state)
+        data = msg.data
+        if msg.to_server:
+            first, conv.client_started = not conv.client_started, True
+            if fourlw.is_word(data) and (first or not _is_binary(data)):
+                self._word(msg, state, conv)
+                return
+            if conv.link.word is not None and not _is_binary(data):
+                self._after_word(msg)
+                return
+        else:
+            first, conv.server_started = not conv.server_started, True
+            if not _is_binary(data) and (conv.link.word is not None or (first and fourlw.looks_like_text(data))):
+                fourlw.dissect_reply(msg, data, state.pending.pop(fourlw.PENDING_KEY))
+                return
+        self._packet(msg, state, conv, first, Ctx(opts.show_secrets))
+
+    def _packet(self, msg: Message, state: ConversationState, conv: ZkConversation, first: bool, ctx: Ctx) -> None:
+        r = WireReader(msg.data)
+        n = r.int32()
+        msg.fields = [Field("length", n, 0, 4)]
+        if n >= 0:
+            r.end = min(r.end, 4 + n)
+        if msg.to_server:
+            if first and session.is_connect_request(msg.data):
+                msg.fields += session.dissect_connect_request(msg, r, ctx)
+                state.pending.add(session.CONNECT_KEY, msg)
+                conv.connect_pending = True
+            else:
+                msg.fields += packets.request(msg, r, ctx, state)
+        elif first and (conv.connect_pending or session.is_connect_response(msg.data)):
+            conv.connect_pending = False
+            req = state.pending.pop(session.CONNECT_KEY)
+            if req is not None:
+                msg.peer = req
+            msg.fields += session.dissect_connect_response(msg, r, ctx)
+        else:
+            msg.fields += packets.reply(msg, r, ctx, state)
+
+    def _word(self, msg: Message, state: ConversationState, conv: ZkConversation) -> None:
+        fourlw.dissect_request(msg, msg.data)
+        conv.link.word = fourlw.word_of(msg.data)
+        state.pending.add(fourlw.PENDING_KEY, msg)
+
+    def _after_word(self, msg: Message) -> None:
+        msg.kind = "data"
+        msg.expects_response = False
+        msg.summary = f"{len(msg.data)} more bytes after the four-letter word"
+        msg.fields = [Field("trailing", msg.data, 0, len(msg.data), hint="bytes")]
+
+
+DISSECTOR = ZooKeeperDissector()

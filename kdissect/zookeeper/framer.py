@@ -1,0 +1,150 @@
+"""The ZooKeeper framer: length-prefixed jute packets, or a plain-text four-letter-word exchange.
+
+A client that opens a connection with one of the admin words (ruok, stat, mntr...) sends it with
+no length prefix, and the server answers plain text and closes the connection. So at the start
+of a stream the framer looks at the first four bytes: in the client direction, a known word
+switches the direction to text mode (each chunk is passed on as it arrives); in the server
+direction, text mode follows the client's choice through a TextLink shared by both directions of
+one conversation, and the whole reply becomes one PDU at the end of the stream. Without a link
+(or before the client's bytes were seen) the server direction recognises a text reply by its
+first bytes, but only at a stream start captured from its beginning. Otherwise every byte goes to
+a LengthPrefixedFramer.
+"""
+
+from __future__ import annotations
+
+from kdissect.framing.length_prefixed import BoundaryProbe, ChunkIndex, LengthPrefixedFramer
+from kdissect.model import Diagnostic, Group, Pdu, Severity
+from kdissect.zookeeper import fourlw
+
+UNDECIDED, BINARY, TEXT = "undecided", "binary", "text"
+
+
+class TextLink:
+    """Shared by the two directions of one conversation: the admin word the client sent."""
+
+    __slots__ = ("word",)
+
+    def __init__(self) -> None:
+        self.word: str | None = None
+
+
+class ZkFramer:
+    """The Framer protocol over a LengthPrefixedFramer, with a text mode for admin words."""
+
+    def __init__(self, max_frame: int, to_server: bool, link: TextLink | None = None) -> None:
+        self.to_server = to_server
+        self.max_frame = max_frame
+        self.inner = LengthPrefixedFramer(max_frame, to_server, min_frame=8 if to_server else 16)
+        self.link = link if link is not None else TextLink()
+        self.mode = UNDECIDED
+        self.held: list[tuple[bytes, int, float]] = []  # chunks seen before the mode is known
+        self.buf = bytearray()  # text mode
+        self.base = 0
+        self.index = ChunkIndex()
+        self.diags: list[Diagnostic] = []
+        self.synced = True  # whether the stream start was captured (the pipeline says)
+
+    # -- the Framer interface ---------------------------------------------------------
+
+    def set_probe(self, probe: BoundaryProbe | None, synced: bool) -> None:
+        self.inner.set_probe(probe, synced)
+        self.synced = synced
+
+    def note(self, diag: Diagnostic) -> None:
+        if self.mode == BINARY:
+            self.inner.note(diag)
+        else:
+            self.diags.append(diag)
+
+    def feed(self, data: bytes, frame: int, ts: float) -> list[Pdu]:
+        if self.mode == BINARY:
+            return self.inner.feed(data, frame, ts)
+        if self.mode == TEXT:
+            return self._text(data, frame, ts)
+        self.held.append((data, frame, ts))
+        head = b"".join(c for c, _, _ in self.held)
+        if len(head) < 4 and not (self.link.word and not self.to_server):
+            return []
+        self.mode = self._choose(head)
+        return self._replay()
+
+    def gap(self, lost: int, frame_before: int, frame_after: int) -> list[Pdu]:
+        if self.mode == TEXT:
+            self.diags.append(_gap_diag(lost, frame_before, frame_after))
+            return []
+        out = self._replay_binary() if self.mode == UNDECIDED else []
+        return out + self.inner.gap(lost, frame_before, frame_after)
+
+    def flush(self) -> list[Pdu]:
+        if self.mode == UNDECIDED:
+            head = b"".join(c for c, _, _ in self.held)
+            self.mode = TEXT if (not self.to_server and self.link.word) or self._text_start(head) else BINARY
+            out = self._replay()
+        else:
+            out = []
+        if self.mode == BINARY:
+            return out + self.inner.flush()
+        return out + self._emit()
+
+    # -- internals --------------------------------------------------------------------
+
+    def _choose(self, head: bytes) -> str:
+        if self.to_server:
+            if fourlw.is_word(head):
+                self.link.word = fourlw.word_of(head)
+                return TEXT
+            return BINARY
+        return TEXT if self.link.word or self._text_start(head) else BINARY
+
+    def _text_start(self, head: bytes) -> bool:
+        """A server reply in plain text: its first four bytes read as a length are too large."""
+        if self.to_server or not self.synced or len(head) < 4:
+            return False
+        return int.from_bytes(head[:4], "big") > self.max_frame and fourlw.looks_like_text(head)
+
+    def _replay(self) -> list[Pdu]:
+        if self.mode == BINARY:
+            return self._replay_binary()
+        held, self.held = self.held, []
+        for data, frame, ts in held:
+            self.buf += data
+            self.index.add(self.base + len(self.buf), frame, ts)
+        return self._emit() if self.to_server or len(self.buf) >= self.max_frame else []
+
+    def _replay_binary(self) -> list[Pdu]:
+        self.mode = BINARY
+        for d in self.diags:
+            self.inner.note(d)
+        self.diags = []
+        out: list[Pdu] = []
+        held, self.held = self.held, []
+        for data, frame, ts in held:
+            out += self.inner.feed(data, frame, ts)
+        return out
+
+    def _text(self, data: bytes, frame: int, ts: float) -> list[Pdu]:
+        self.buf += data
+        self.index.add(self.base + len(self.buf), frame, ts)
+        if self.to_server or len(self.buf) >= self.max_frame:
+            return self._emit()
+        return []
+
+    def _emit(self) -> list[Pdu]:
+        if not self.buf:
+            return []
+        n = len(self.buf)
+        frames, ts0, ts1 = self.index.span(self.base, self.base + n)
+        pdu = Pdu(bytes(self.buf), frames, ts0, ts1, self.to_server, self.diags)
+        self.diags = []
+        self.base += n
+        self.buf.clear()
+        self.index.drop_before(self.base)
+        return [pdu]
+
+
+def _gap_diag(lost: int, before: int, after: int) -> Diagnostic:
+    return Diagnostic(
+        Severity.WARNING, Group.SEQUENCE, "tcp.gap",
+        f"{lost} bytes missing from the capture between frames {before} and {after}",
+    )
