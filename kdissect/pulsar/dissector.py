@@ -1,0 +1,179 @@
+"""The Pulsar binary-protocol dissector (protocol version 21).
+
+    simple command:   [totalSize][commandSize][BaseCommand]
+    payload command:  [totalSize][commandSize][BaseCommand] + payload.py's section
+
+Sizes are 4-byte big-endian; totalSize excludes itself. BaseCommand and every message inside
+it are decoded by the table-driven wire walker (protowire.py) from schema_table.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kdissect.dissect.base import ConversationState, Options
+from kdissect.errors import BadLength, DecodeError
+from kdissect.framing.length_prefixed import Framer, LengthPrefixedFramer
+from kdissect.model import RAW, Diagnostic, Field, Group, Message, Severity
+from kdissect.pulsar import match
+from kdissect.pulsar.commands import BODY, SECRETS, TYPE_NAMES
+from kdissect.pulsar.payload import PayloadFacts, decode_payload
+from kdissect.pulsar.protowire import WalkContext, walk
+from kdissect.pulsar.summary import error_of, summarize
+from kdissect.wire.reader import WireReader
+
+# Pulsar's default maxMessageSize is 5 MB; a frame may exceed it by the broker's 10 KB padding
+# for the command and metadata around the payload.
+MAX_FRAME = 5 * 1024 * 1024 + 10 * 1024
+MIN_FRAME = 6  # commandSize + the smallest BaseCommand (type tag and value)
+PAYLOAD_TYPES = frozenset({"SEND", "MESSAGE"})
+MAX_IDS = 4096  # producer/consumer ids remembered per conversation
+
+
+def _probe_type(head: bytes) -> tuple[int, int] | None:
+    """(type, offset after it) when head has a plausible frame start, else None."""
+    if len(head) < 10:
+        return None
+    total = int.from_bytes(head[0:4], "big")
+    csize = int.from_bytes(head[4:8], "big")
+    if not MIN_FRAME <= total <= MAX_FRAME or not 2 <= csize <= total - 4 or head[8] != 0x08:
+        return None
+    value = shift = 0
+    for i in range(9, min(len(head), 12)):
+        value |= (head[i] & 0x7F) << shift
+        if not head[i] & 0x80:
+            return (value, i + 1) if value in TYPE_NAMES else None
+        shift += 7
+    return None
+
+
+class PulsarDissector:
+    name = "pulsar"
+    title = "Pulsar"
+    ports: tuple[int, ...] = (6650, 6651)
+    max_frame = MAX_FRAME
+
+    def probe(self, head: bytes) -> float:
+        found = _probe_type(head)
+        if found is None:
+            return 0.0
+        ctype, after = found
+        # The body follows as field <type>, length-delimited: tag (type << 3) | 2.
+        tag = (ctype << 3) | 2
+        tag_bytes = bytes([tag]) if tag < 0x80 else bytes([(tag & 0x7F) | 0x80, tag >> 7])
+        if head[after : after + len(tag_bytes)] == tag_bytes:
+            return 0.95
+        return 0.6
+
+    def probe_boundary(self, head: bytes, to_server: bool, state: ConversationState) -> bool:
+        return self.probe(head) >= 0.9
+
+    def new_framer(self, to_server: bool, state: ConversationState | None = None) -> Framer:
+        return LengthPrefixedFramer(self.max_frame, to_server, MIN_FRAME)
+
+    def new_state(self) -> ConversationState:
+        return ConversationState()
+
+    def dissect(self, msg: Message, state: ConversationState, opts: Options) -> None:
+        ctx = WalkContext(redact=frozenset() if opts.show_secrets else SECRETS)
+        try:
+            _dissect(msg, state, opts, ctx)
+        finally:
+            msg.diagnostics.extend(ctx.diags)
+
+
+def _dissect(msg: Message, state: ConversationState, opts: Options, ctx: WalkContext) -> None:
+    data = msg.data
+    r = WireReader(data)
+    total = r.uint32()
+    msg.fields.append(Field("total_size", total, 0, 4))
+    csize = r.uint32()
+    msg.fields.append(Field("command_size", csize, 4, 4))
+    if csize > total - 4:
+        raise BadLength(f"commandSize {csize} exceeds totalSize {total} - 4", 4)
+    cmd = r.sub(csize)
+    base = walk(data, cmd.pos, cmd.end, "BaseCommand", ctx, 0)
+    msg.fields.extend(base)
+    type_field = next((f for f in base if f.name == "type"), None)
+    code = type_field.value if type_field is not None and isinstance(type_field.value, int) else -1
+    type_name = TYPE_NAMES.get(code, f"UNKNOWN({code})")
+    body = _body(base, code, type_name, ctx, cmd.pos)
+    msg.info.update(op=type_name, op_code=code)
+    facts = _rest(msg, r, type_name, ctx, opts)
+    match.apply(msg, state, type_name, body)
+    _facts(msg, state, type_name, body)
+    msg.summary = summarize(type_name, body, msg, facts)
+
+
+def _body(base: list[Field], code: int, type_name: str, ctx: WalkContext, at: int) -> Field | None:
+    if code not in TYPE_NAMES:
+        ctx.note(Group.UNDECODED, "unknown_command", f"command type {code} unknown to protocol version 21", at,
+                 Severity.WARNING)
+        return None
+    name, _ = BODY[code]
+    body = next((f for f in base if f.name == name), None)
+    if body is None and type_name not in ("PING", "PONG"):
+        ctx.note(Group.MALFORMED, "missing_body", f"{type_name} without its {name} field", at, Severity.WARNING)
+    return body
+
+
+def _rest(msg: Message, r: WireReader, type_name: str, ctx: WalkContext, opts: Options) -> PayloadFacts | None:
+    """The payload section of SEND/MESSAGE; anything after another command is kept raw."""
+    if r.at_end():
+        return None
+    at = r.pos
+    if type_name not in PAYLOAD_TYPES:
+        ctx.note(Group.UNDECODED, "trailing", f"{r.remaining} bytes after a {type_name} command", at,
+                 Severity.WARNING)
+        n = r.remaining
+        msg.fields.append(Field("trailing", r.rest(), at, n, hint=RAW))
+        return None
+    try:
+        fields, facts = decode_payload(msg.data, at, ctx, opts)
+    except DecodeError as e:
+        where = e.offset if e.offset >= 0 else at
+        ctx.diags.append(Diagnostic(Severity.ERROR, Group.MALFORMED, "pulsar.payload", f"payload: {e}", where))
+        msg.fields.append(Field("undecoded", msg.data[where:], where, len(msg.data) - where, hint=RAW))
+        return None
+    msg.fields.extend(fields)
+    return facts
+
+
+def _remember(state: ConversationState, table: str, key: Any, topic: Any) -> None:
+    ids = state.extra.setdefault(table, {})
+    if len(ids) >= MAX_IDS and key not in ids:
+        ids.pop(next(iter(ids)))
+    ids[key] = topic
+
+
+def _facts(msg: Message, state: ConversationState, type_name: str, body: Field | None) -> None:
+    """msg.info (topic, ids, version, error) and the producer/consumer -> topic memory."""
+    info = msg.info
+    if body is None:
+        return
+    topic = body.get("topic")
+    pid, cid = body.get("producer_id"), body.get("consumer_id")
+    if type_name == "PRODUCER" and topic is not None:
+        _remember(state, "producers", pid, topic)
+    elif type_name == "SUBSCRIBE" and topic is not None:
+        _remember(state, "consumers", cid, topic)
+    if topic is None and pid is not None:
+        topic = state.extra.get("producers", {}).get(pid)
+    if topic is None and cid is not None:
+        topic = state.extra.get("consumers", {}).get(cid)
+    if topic is None and msg.peer is not None:
+        topic = msg.peer.info.get("topic")
+    for key, value in (("topic", topic), ("producer_id", pid), ("consumer_id", cid),
+                       ("version", body.get("protocol_version"))):
+        if value is not None:
+            info[key] = value
+    code, name, text = error_of(body)
+    info.update(error_code=code, error=name)
+    if text:
+        info["error_message"] = text
+    if name is not None:
+        msg.add(Diagnostic(Severity.WARNING, Group.PROTOCOL, "pulsar.error", f"{type_name}: {name}" +
+                           (f": {text}" if text else "")))
+
+
+DISSECTOR = PulsarDissector()

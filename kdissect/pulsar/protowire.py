@@ -1,0 +1,276 @@
+"""A table-driven protobuf wire walker: decodes any message of schema_table.MESSAGES into Fields.
+
+One loop reads tags and wire types (varint, fixed64, length-delimited, fixed32) and converts
+each value by the field's table entry: signed/unsigned varints, zig-zag sint, fixed-width
+little-endian numbers, strings, bytes, enums (with their symbol in `display`), sub-messages
+(recursively, depth-bounded) and packed repeated numbers. Unknown field numbers, and known
+ones with an unexpected wire type, are kept as raw fields named `field_<n>` with a note.
+Repeated fields are gathered into one array Field at the position of their first element.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import cache
+from typing import Any, NamedTuple
+
+from kdissect.errors import BadValue, DecodeError, Truncated
+from kdissect.model import ARRAY, BYTES, ENUM, RAW, STRUCT, TIME_MS, Diagnostic, Field, Group, Severity
+from kdissect.pulsar.schema_table import ENUMS, MESSAGES
+
+VARINT, FIXED64, LEN, FIXED32 = 0, 1, 2, 5
+MAX_DEPTH = 24
+
+# Scalar type -> wire type it is written with.
+WIRE_OF: dict[str, int] = {
+    "int32": VARINT, "int64": VARINT, "uint32": VARINT, "uint64": VARINT, "sint32": VARINT,
+    "sint64": VARINT, "bool": VARINT, "fixed64": FIXED64, "sfixed64": FIXED64, "double": FIXED64,
+    "fixed32": FIXED32, "sfixed32": FIXED32, "float": FIXED32, "string": LEN, "bytes": LEN,
+}
+_FIXED = {
+    "fixed64": struct.Struct("<Q"), "sfixed64": struct.Struct("<q"), "double": struct.Struct("<d"),
+    "fixed32": struct.Struct("<I"), "sfixed32": struct.Struct("<i"), "float": struct.Struct("<f"),
+}
+
+
+def _signed(v: int, bits: int) -> int:
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+def _zigzag(v: int) -> int:
+    return (v >> 1) ^ -(v & 1)
+
+
+_VARINT_CONV: dict[str, Callable[[int], Any]] = {
+    "int32": lambda v: _signed(v, 32),
+    "int64": lambda v: _signed(v, 64),
+    "uint32": lambda v: v & 0xFFFFFFFF,
+    "uint64": lambda v: v & 0xFFFFFFFFFFFFFFFF,
+    "sint32": lambda v: _signed(_zigzag(v & 0xFFFFFFFF), 32),
+    "sint64": lambda v: _zigzag(v & 0xFFFFFFFFFFFFFFFF),
+    "bool": lambda v: v != 0,
+}
+
+# Fields holding milliseconds since the epoch (by snake_case name, in any message).
+TIME_FIELDS = frozenset({
+    "publish_time", "event_time", "deliver_at_time", "broker_timestamp", "message_publish_time",
+    "created_at_ms", "sealed_at_ms",
+})
+
+
+def time_display(ms: int) -> str | None:
+    if ms <= 0:
+        return None
+    try:
+        dt = datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class WalkContext:
+    """Per-decode settings and the diagnostics the walk produced."""
+
+    redact: frozenset[tuple[str, str]] = frozenset()  # (message, field) pairs to hide
+    diags: list[Diagnostic] = field(default_factory=list)
+    prefix: str = "pulsar"
+
+    def note(self, group: Group, key: str, text: str, offset: int, sev: Severity = Severity.NOTE) -> None:
+        self.diags.append(Diagnostic(sev, group, f"{self.prefix}.{key}", text, offset))
+
+
+class Plan(NamedTuple):
+    """One field of a message, compiled from its table entry for the walker's inner loop."""
+
+    name: str
+    kind: str  # scalar | enum | message
+    type: str
+    repeated: bool
+    wire: int  # the wire type it is written with
+    packable: bool  # repeated numbers may also arrive packed (length-delimited)
+    required: bool
+
+
+@cache
+def plan(message: str) -> dict[int, Plan]:
+    out: dict[int, Plan] = {}
+    for number, (name, kind, typ, label, _) in MESSAGES.get(message, {}).items():
+        wire = LEN if kind == "message" else WIRE_OF.get(typ, VARINT)
+        repeated = label == "repeated"
+        out[number] = Plan(name, kind, typ, repeated, wire, repeated and wire != LEN, label == "required")
+    return out
+
+
+@cache
+def required(message: str) -> tuple[str, ...]:
+    return tuple(p.name for p in plan(message).values() if p.required)
+
+
+def _uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """(value, next position) of the unsigned varint at pos; at most 10 bytes."""
+    result = shift = 0
+    start = pos
+    while True:
+        if pos >= end:
+            raise Truncated("varint past the end", start)
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise BadValue("varint longer than 10 bytes", start)
+
+
+def _length(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """(end of the length-delimited value, its start) for the length prefix at pos."""
+    n, pos = _uvarint(buf, pos, end)
+    if n > end - pos:
+        raise BadValue(f"length {n} exceeds the {end - pos} bytes that remain", pos)
+    return pos + n, pos
+
+
+def decode(buf: bytes, start: int, end: int, message: str, ctx: WalkContext, name: str = "") -> Field:
+    """Decode buf[start:end] as `message`; a STRUCT Field named `name` (offsets into buf)."""
+    children = walk(buf, start, end, message, ctx, 0)
+    return Field(name or message, None, start, end - start, children, STRUCT)
+
+
+def walk(buf: bytes, start: int, end: int, message: str, ctx: WalkContext, depth: int) -> list[Field]:
+    if depth > MAX_DEPTH:
+        raise BadValue(f"{message}: nested deeper than {MAX_DEPTH} levels", start)
+    fields = plan(message)
+    out: list[Field] = []
+    arrays: dict[int, Field] = {}
+    pos = start
+    while pos < end:
+        tag_at = pos
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _uvarint(buf, pos, end)
+        number, wire = key >> 3, key & 7
+        if number == 0:
+            raise BadValue(f"{message}: field number 0", tag_at)
+        p = fields.get(number)
+        if p is None or (wire != p.wire and not (p.packable and wire == LEN)):
+            f, pos = _unknown(buf, pos, end, number, wire, tag_at, message, ctx, p is not None)
+            out.append(f)
+            continue
+        if wire == LEN and p.kind != "message" and p.packable:
+            values, pos = _packed(buf, pos, end, p, message, ctx)
+        else:
+            f, pos = _value(buf, pos, end, p, wire, message, ctx, depth)
+            f.offset, f.length = tag_at, pos - tag_at
+            values = [f]
+        if p.repeated:
+            _append(out, arrays, number, p.name, values, tag_at, pos)
+        else:
+            out.extend(values)
+    needed = required(message)
+    if needed:
+        _check_required(needed, out, message, start, ctx)
+    return out
+
+
+def _value(buf: bytes, pos: int, end: int, p: Plan, wire: int, message: str, ctx: WalkContext,
+           depth: int) -> tuple[Field, int]:
+    if wire == VARINT:
+        v, pos = _uvarint(buf, pos, end)
+        return _from_varint(p, v), pos
+    if wire != LEN:
+        st = _FIXED[p.type]
+        if pos + st.size > end:
+            raise Truncated(f"{p.type} past the end", pos)
+        return Field(p.name, st.unpack_from(buf, pos)[0]), pos + st.size
+    stop, pos = _length(buf, pos, end)
+    if p.kind == "message":
+        return _submessage(buf, pos, stop, p.type, p.name, ctx, depth), stop
+    raw = bytes(buf[pos:stop])
+    if (message, p.name) in ctx.redact:
+        return Field(p.name, f"<redacted: {len(raw)} bytes>", display="redacted"), stop
+    if p.type == "string":
+        return Field(p.name, raw.decode("utf-8", "replace")), stop
+    return Field(p.name, raw, hint=BYTES), stop
+
+
+def _from_varint(p: Plan, v: int) -> Field:
+    if p.kind == "enum":
+        iv = _signed(v, 32)
+        sym = ENUMS.get(p.type, {}).get(iv)
+        return Field(p.name, iv, hint=ENUM, display=sym if sym is not None else f"unknown({iv})")
+    value: Any = _VARINT_CONV.get(p.type, _VARINT_CONV["uint64"])(v)
+    if p.name in TIME_FIELDS and isinstance(value, int):
+        return Field(p.name, value, hint=TIME_MS, display=time_display(value))
+    return Field(p.name, value)
+
+
+def _packed(buf: bytes, pos: int, end: int, p: Plan, message: str, ctx: WalkContext) -> tuple[list[Field], int]:
+    stop, pos = _length(buf, pos, end)
+    out: list[Field] = []
+    while pos < stop:
+        at = pos
+        f, pos = _value(buf, pos, stop, p, p.wire, message, ctx, 0)
+        f.offset, f.length = at, pos - at
+        out.append(f)
+    return out, stop
+
+
+def _submessage(buf: bytes, start: int, end: int, typ: str, name: str, ctx: WalkContext, depth: int) -> Field:
+    """A nested message; a malformed one is kept raw so its siblings still decode."""
+    try:
+        children = walk(buf, start, end, typ, ctx, depth + 1)
+    except DecodeError as e:
+        at = e.offset if e.offset >= 0 else start
+        ctx.note(Group.MALFORMED, "malformed_field", f"{typ} {name}: {e}", at, Severity.ERROR)
+        return Field(name, bytes(buf[start:end]), -1, 0, hint=RAW)
+    return Field(name, None, -1, 0, children, STRUCT)
+
+
+def _append(out: list[Field], arrays: dict[int, Field], number: int, name: str, values: list[Field],
+            start: int, end: int) -> None:
+    arr = arrays.get(number)
+    if arr is None:
+        arr = Field(name, None, start, 0, [], ARRAY)
+        arrays[number] = arr
+        out.append(arr)
+    assert arr.children is not None
+    arr.children.extend(values)
+    arr.length = end - arr.offset
+
+
+def _unknown(buf: bytes, pos: int, end: int, number: int, wire: int, at: int, message: str, ctx: WalkContext,
+             known: bool) -> tuple[Field, int]:
+    value: Any
+    if wire == VARINT:
+        value, pos = _uvarint(buf, pos, end)
+    elif wire in (FIXED64, FIXED32):
+        size = 8 if wire == FIXED64 else 4
+        if pos + size > end:
+            raise Truncated(f"field {number} past the end", pos)
+        value, pos = bytes(buf[pos : pos + size]), pos + size
+    elif wire == LEN:
+        stop, pos = _length(buf, pos, end)
+        value, pos = bytes(buf[pos:stop]), stop
+    else:
+        raise BadValue(f"{message}: field {number} has unsupported wire type {wire}", at)
+    why = "with an unexpected wire type" if known else "unknown to protocol version 21"
+    ctx.note(Group.UNDECODED, "unknown_field", f"{message} field {number} (wire type {wire}) {why}: kept raw", at)
+    return Field(f"field_{number}", value, at, pos - at, hint=None if wire == VARINT else RAW), pos
+
+
+def _check_required(needed: tuple[str, ...], out: list[Field], message: str, start: int, ctx: WalkContext) -> None:
+    if len(needed) == 1 and out and out[0].name == needed[0]:
+        return
+    present = {f.name for f in out}
+    missing = [name for name in needed if name not in present]
+    if missing:
+        ctx.note(Group.MALFORMED, "missing_required", f"{message}: required {', '.join(missing)} missing",
+                 start, Severity.WARNING)

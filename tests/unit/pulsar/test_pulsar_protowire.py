@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from pulsar_testlib import pb, varint
+
+from kdissect.errors import BadValue, DecodeError, Truncated
+from kdissect.model import ARRAY, ENUM, RAW, STRUCT, TIME_MS, Severity
+from kdissect.pulsar import protowire
+from kdissect.pulsar.protowire import WalkContext, decode, walk
+
+
+def _walk(message: str, data: bytes, ctx: WalkContext | None = None):  # type: ignore[no-untyped-def]
+    return decode(data, 0, len(data), message, ctx or WalkContext())
+
+
+def test_scalars_enums_and_nested_messages() -> None:
+    data = pb((1, 17), (2, pb((1, 9), (2, 40), (3, 2))), (3, 4), (4, [-1, 5]), (5, 7))
+    f = _walk("CommandMessage", data)
+    assert f.hint == STRUCT
+    assert f.get("consumer_id") == 17
+    mid = f.child("message_id")
+    assert mid is not None and mid.get("ledger_id") == 9 and mid.get("entry_id") == 40 and mid.get("partition") == 2
+    assert f.get("redelivery_count") == 4
+    ack = f.child("ack_set")
+    assert ack is not None and ack.hint == ARRAY
+    assert [c.value for c in ack.children or []] == [-1, 5]  # int64 from a 10-byte varint
+    assert f.get("consumer_epoch") == 7
+
+
+def test_negative_int32_and_enum_symbol() -> None:
+    f = _walk("CommandProducerSuccess", pb((1, 3), (2, "p"), (3, -1)))
+    assert f.get("last_sequence_id") == -1
+    sub = _walk("CommandSubscribe", pb((1, "t"), (2, "s"), (3, 3), (4, 1), (5, 2)))
+    st = sub.child("sub_type")
+    assert st is not None and st.hint == ENUM and st.value == 3 and st.display == "Key_Shared"
+    unknown = _walk("CommandSubscribe", pb((1, "t"), (2, "s"), (3, 99), (4, 1), (5, 2))).child("sub_type")
+    assert unknown is not None and unknown.display == "unknown(99)"
+
+
+def test_packed_repeated_and_offsets() -> None:
+    packed = varint(-3) + varint(8)
+    data = pb((1, 1), (2, 2), (5, packed))
+    f = _walk("MessageIdData", data)
+    arr = f.child("ack_set")
+    assert arr is not None and [c.value for c in arr.children or []] == [-3, 8]
+    first = (arr.children or [])[0]
+    assert data[first.offset : first.offset + first.length] == varint(-3)
+    ledger = f.child("ledger_id")
+    assert ledger is not None and (ledger.offset, ledger.length) == (0, 2)
+
+
+def test_fixed64_double() -> None:
+    f = _walk("CommandConsumerStatsResponse", pb((1, 5), (4, ("f64", 12.5))))
+    assert f.get("msg_rate_out") == 12.5
+
+
+def test_time_fields_get_a_date() -> None:
+    f = _walk("MessageMetadata", pb((1, "p"), (2, 0), (3, 1700000000000)))
+    t = f.child("publish_time")
+    assert t is not None and t.hint == TIME_MS and t.display == "2023-11-14T22:13:20.000Z"
+
+
+def test_unknown_field_is_kept_raw_with_a_note() -> None:
+    ctx = WalkContext()
+    f = _walk("CommandFlow", pb((1, 4), (2, 100), (99, b"future"), (98, 5)), ctx)
+    raw = f.child("field_99")
+    assert raw is not None and raw.value == b"future" and raw.hint == RAW
+    assert f.get("field_98") == 5
+    assert f.get("message_permits") == 100
+    assert [d.key for d in ctx.diags] == ["pulsar.unknown_field", "pulsar.unknown_field"]
+    assert all(d.severity == Severity.NOTE for d in ctx.diags)
+
+
+def test_wrong_wire_type_is_kept_raw() -> None:
+    ctx = WalkContext()
+    f = _walk("CommandFlow", pb((1, 4), (2, "not a number")), ctx)
+    assert f.get("field_2") == b"not a number"
+    assert [d.key for d in ctx.diags] == ["pulsar.unknown_field", "pulsar.missing_required"]
+    assert "unexpected wire type" in ctx.diags[0].message
+
+
+def test_missing_required_is_a_warning() -> None:
+    ctx = WalkContext()
+    _walk("CommandFlow", pb((1, 4)), ctx)
+    assert [(d.key, d.severity) for d in ctx.diags] == [("pulsar.missing_required", Severity.WARNING)]
+    assert "message_permits" in ctx.diags[0].message
+
+
+def test_malformed_submessage_keeps_siblings() -> None:
+    ctx = WalkContext()
+    bad_sub = varint(1 << 3) + b"\xff"  # a varint cut short
+    f = _walk("CommandMessage", pb((1, 3), (2, bad_sub), (3, 1)), ctx)
+    assert f.get("consumer_id") == 3 and f.get("redelivery_count") == 1
+    mid = f.child("message_id")
+    assert mid is not None and mid.hint == RAW and mid.value == bad_sub
+    assert "pulsar.malformed_field" in [d.key for d in ctx.diags]
+
+
+def test_truncated_and_bad_lengths_raise_decode_errors() -> None:
+    with pytest.raises(Truncated):
+        walk(b"\x08", 0, 1, "CommandFlow", WalkContext(), 0)
+    with pytest.raises(BadValue):
+        walk(varint(2 << 3 | 2) + varint(50) + b"x", 0, 4, "CommandConnect", WalkContext(), 0)
+    with pytest.raises(BadValue):
+        walk(b"\x00\x01", 0, 2, "CommandFlow", WalkContext(), 0)  # field number 0
+    with pytest.raises(BadValue):
+        walk(varint(5 << 3 | 3), 0, 1, "CommandFlow", WalkContext(), 0)  # group wire type
+
+
+def test_nesting_is_bounded() -> None:
+    inner = pb((1, 1), (2, 2))
+    for _ in range(protowire.MAX_DEPTH + 5):
+        inner = pb((1, 1), (2, 2), (7, inner))
+    ctx = WalkContext()
+    f = _walk("MessageIdData", inner, ctx)  # the deepest level becomes raw, no RecursionError
+    assert "pulsar.malformed_field" in [d.key for d in ctx.diags]
+    assert f.get("ledger_id") == 1
+
+
+def test_redaction() -> None:
+    data = pb((1, "c"), (3, b"secret-token"))
+    hidden = _walk("CommandConnect", data, WalkContext(redact=frozenset({("CommandConnect", "auth_data")})))
+    assert hidden.get("auth_data") == "<redacted: 12 bytes>"
+    shown = _walk("CommandConnect", data)
+    assert shown.get("auth_data") == b"secret-token"
+
+
+def test_everything_raised_is_a_decode_error() -> None:
+    data = pb((1, 1), (2, pb((1, 2), (2, 3))))
+    for cut in range(len(data)):
+        with contextlib.suppress(DecodeError):
+            walk(data[:cut], 0, cut, "CommandMessage", WalkContext(), 0)
