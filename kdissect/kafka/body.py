@@ -1,4 +1,12 @@
-"""Kafka message bodies (the schema-driven decoder plugs in here)."""
+"""Kafka message bodies: pick the plan for (api key, version, direction), run it, collect facts.
+
+Version policy:
+- versions the tables know (including those below Kafka 4's raised floors, which the field
+  ranges still describe) decode directly; below the floor a NOTE says the version was removed;
+- versions above the newest known decode with the newest one, with an ASSUMPTION diagnostic,
+  or stay raw (UNDECODED) when that fails;
+- unknown API keys stay raw with an UNDECODED diagnostic.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdissect.dissect.base import Options
-from kdissect.model import Diagnostic, Field
+from kdissect.errors import DecodeError
+from kdissect.kafka.apis import APIS
+from kdissect.kafka.error_codes import UNSUPPORTED_VERSION, error_name
+from kdissect.kafka.ops import Ctx
+from kdissect.kafka.plan import plan_for
+from kdissect.kafka.summary import summarise
+from kdissect.model import ENUM, RAW, Diagnostic, Field, Group, Severity
 from kdissect.wire.reader import WireReader
+
+API_VERSIONS = 18
 
 
 @dataclass(slots=True)
@@ -20,6 +36,124 @@ class Body:
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
 
-def decode_body(api_key: int, version: int, is_request: bool, r: WireReader, opts: Options) -> Body | None:
-    """Decode the body that follows the header; None when no decoder is available."""
-    return None
+def _raw(r: WireReader, name: str = "body") -> Field:
+    start = r.pos
+    data = r.rest()
+    return Field(name, data, start, len(data), None, RAW)
+
+
+def body_version(api_key: int, version: int, is_request: bool, r: WireReader) -> tuple[int, list[Diagnostic]]:
+    """The version to decode with, and what to say about it."""
+    name, lo, hi, _flex = APIS[api_key]
+    if (api_key == API_VERSIONS and not is_request and r.remaining >= 2
+            and int.from_bytes(r.buf[r.pos:r.pos + 2], "big", signed=True) == UNSUPPORTED_VERSION):
+        # API_VERSIONS_ERROR_V0_BODY: a broker answers an ApiVersions request of a version it
+        # does not support with a v0 body, whatever version was asked (KIP-511).
+        return 0, [] if version == 0 else [Diagnostic(
+            Severity.NOTE, Group.COMMENT, "kafka.api_versions_v0_body",
+            f"UNSUPPORTED_VERSION: the broker answers ApiVersions v{version} with a v0 body", r.pos)]
+    if version > hi:
+        return hi, [Diagnostic(Severity.WARNING, Group.ASSUMPTION, "kafka.newer_version",
+                               f"{name} v{version} is newer than the newest known (v{hi}): "
+                               f"decoded as v{hi}", r.pos)]
+    if version < lo:
+        return version, [Diagnostic(Severity.NOTE, Group.COMMENT, "kafka.removed_version",
+                                    f"{name} v{version} was removed in Kafka 4.0 (lowest now v{lo})", r.pos)]
+    return version, []
+
+
+def decode_body(api_key: int, version: int, is_request: bool, r: WireReader, opts: Options,
+                state: dict[str, Any] | None = None) -> Body:
+    """Decode the body that follows the header; never raises."""
+    out = Body()
+    if api_key not in APIS or version < 0:
+        out.diagnostics.append(Diagnostic(Severity.WARNING, Group.UNDECODED, "kafka.unknown_api",
+                                          f"unknown API key {api_key} (version {version}): body not decoded", r.pos))
+        if r.remaining:
+            out.fields.append(_raw(r))
+        return out
+    use, diags = body_version(api_key, version, is_request, r)
+    out.diagnostics += diags
+    start = r.pos
+    ctx = Ctx(opts, state, use)
+    try:
+        tree = plan_for(api_key, use, is_request)(r, ctx)
+    except DecodeError as e:
+        r.pos = start
+        if api_key == API_VERSIONS and not is_request and use != version:
+            return _api_versions_error(out, r, version, opts, state)
+        return _failed(out, r, e, use != version and bool(diags))
+    if r.remaining and api_key == API_VERSIONS and not is_request and use != version:
+        r.pos = start
+        return _api_versions_error(out, r, version, opts, state)
+    _finish(out, api_key, is_request, r, ctx, tree)
+    return out
+
+
+def _finish(out: Body, api_key: int, is_request: bool, r: WireReader, ctx: Ctx, tree: Field) -> None:
+    out.fields = tree.children or []
+    out.diagnostics += ctx.diags
+    if r.remaining:
+        # TRAILING_BYTES: Kafka's parsers ignore bytes after a complete body; keep them raw.
+        out.diagnostics.append(Diagnostic(Severity.WARNING, Group.PROTOCOL, "kafka.trailing_bytes",
+                                          f"{r.remaining} bytes after the body", r.pos))
+        out.fields.append(_raw(r, "trailing"))
+    _facts(out, api_key, is_request, ctx)
+
+
+def _api_versions_error(out: Body, r: WireReader, version: int, opts: Options,
+                        state: dict[str, Any] | None) -> Body:
+    """An UNSUPPORTED_VERSION ApiVersions body that is not v0: try the version asked for, else
+    decode the error code (all a client reads before retrying with v0) and keep the rest raw."""
+    start = r.pos
+    ctx = Ctx(opts, state)
+    out.diagnostics = [d for d in out.diagnostics if d.key != "kafka.api_versions_v0_body"]
+    try:
+        tree = plan_for(API_VERSIONS, min(version, APIS[API_VERSIONS][2]), False)(r, ctx)
+    except DecodeError:
+        tree = None
+    if tree is not None and not r.remaining:
+        _finish(out, API_VERSIONS, False, r, ctx, tree)
+        return out
+    r.pos = start
+    ctx = Ctx(opts, state)
+    code = r.int16()
+    rest = r.pos
+    out.fields = [Field("error_code", code, start, 2, None, ENUM, error_name(code)), _raw(r, "api_keys_raw")]
+    out.diagnostics.append(Diagnostic(Severity.WARNING, Group.PROTOCOL, "kafka.api_versions_error_body",
+                                      f"the UNSUPPORTED_VERSION body follows neither the v0 nor the v{version} "
+                                      "layout: only its error code is decoded", rest))
+    ctx.errors.append(code)
+    _facts(out, API_VERSIONS, False, ctx)
+    return out
+
+
+def _failed(out: Body, r: WireReader, e: DecodeError, assumed: bool) -> Body:
+    if assumed:
+        out.diagnostics.append(Diagnostic(Severity.WARNING, Group.UNDECODED, "kafka.newer_version_undecoded",
+                                          f"the newer version does not decode as the newest known one: {e}",
+                                          e.offset))
+    else:
+        out.diagnostics.append(Diagnostic(Severity.ERROR, Group.MALFORMED, f"kafka.{type(e).__name__.lower()}",
+                                          str(e), e.offset))
+    out.fields.append(_raw(r))
+    out.summary = "(malformed)" if not assumed else "(undecoded)"
+    return out
+
+
+def _facts(out: Body, api_key: int, is_request: bool, ctx: Ctx) -> None:
+    info = out.info
+    topics = list(dict.fromkeys(ctx.topics))
+    if topics:
+        info["topics"] = topics
+        info["topic"] = topics[0]
+    if ctx.groups:
+        info["group"] = ctx.groups[0]
+    summary = summarise(api_key, is_request, out.fields, ctx)
+    if not is_request:
+        code = ctx.errors[0] if ctx.errors else 0
+        info["error_code"] = code
+        info["error"] = error_name(code) if code else None
+        if code:
+            summary = f"{summary} {error_name(code)}".strip()
+    out.summary = summary

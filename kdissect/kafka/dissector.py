@@ -7,6 +7,7 @@ from kdissect.dissect.base import ConversationState, Options
 from kdissect.errors import DecodeError
 from kdissect.framing.length_prefixed import Framer, LengthPrefixedFramer
 from kdissect.kafka import body as kbody
+from kdissect.kafka import hooks
 from kdissect.kafka.apis import APIS
 from kdissect.kafka.headers import (
     api_name,
@@ -14,10 +15,13 @@ from kdissect.kafka.headers import (
     read_response_header,
     response_header_version,
 )
-from kdissect.model import Field, Group, Message, Severity, Diagnostic
+from kdissect.kafka.infer import infer_response
+from kdissect.model import Diagnostic, Field, Group, Message, Severity
 from kdissect.wire.reader import WireReader
 
 PRODUCE = 0
+SASL_HANDSHAKE = 17
+SASL_RAW = "sasl_v0_raw_tokens"
 MAX_FRAME = 100 * 1024 * 1024  # the broker's socket.request.max.bytes is 100 MB by default
 
 
@@ -30,6 +34,15 @@ def _produce_acks(r: WireReader, version: int, flexible: bool) -> int | None:
             else:
                 r.string16()
         return r.int16()
+    except DecodeError:
+        return None
+
+
+def _sasl_mechanism(data: bytes, pos: int, flexible: bool) -> str | None:
+    """SaslHandshake's mechanism, read ahead of the body for the SaslAuthenticate decoder."""
+    try:
+        r = WireReader(data, pos)
+        return r.compact_string() if flexible else r.string16()
     except DecodeError:
         return None
 
@@ -80,10 +93,39 @@ class KafkaDissector:
         r = WireReader(msg.data)
         size = r.int32()
         msg.fields.append(Field("length", size, 0, 4))
+        if size != len(msg.data) - 4:
+            msg.add(Diagnostic(Severity.ERROR, Group.MALFORMED, "kafka.length_mismatch",
+                               f"the length prefix says {size} bytes, {len(msg.data) - 4} are present", 0))
+            r.end = min(r.end, 4 + max(size, 0))
+        if state.extra.get(SASL_RAW) and self._sasl_token(msg, state, opts):
+            return
         if msg.to_server:
             self._request(msg, r, state, opts)
         else:
             self._response(msg, r, state, opts)
+
+    def _sasl_token(self, msg: Message, state: ConversationState, opts: Options) -> bool:
+        """SASL_V0_RAW_TOKENS: after a successful SaslHandshake v0 the SASL exchange runs as
+        bare length-prefixed tokens, without Kafka headers, until the first real request."""
+        if msg.to_server and self.probe(msg.data[:64]) >= 0.5:
+            state.extra.pop(SASL_RAW, None)
+            return False
+        if not msg.to_server and len(msg.data) >= 8 and state.pending.peek(
+                int.from_bytes(msg.data[4:8], "big", signed=True)) is not None:
+            return False
+        msg.kind = "request" if msg.to_server else "response"
+        msg.expects_response = False
+        msg.summary = f"SASL token {msg.kind} ({len(msg.data) - 4} bytes)"
+        mechanism = state.extra.get("sasl_mechanism")
+        msg.info.update(op="SaslToken", sasl_mechanism=mechanism)
+        decode = hooks.sasl_decoder()
+        token = msg.data[4:]
+        kids = decode(mechanism, token, 4, msg.to_server, opts) if decode is not None else []
+        if not kids:
+            kids = [Field("token", token if opts.show_secrets else None, 4, len(token), hint="raw",
+                          display=None if opts.show_secrets else f"<{len(token)} bytes hidden>")]
+        msg.fields.append(Field("sasl_token", None, 4, len(token), kids, hint="struct"))
+        return True
 
     def _request(self, msg: Message, r: WireReader, state: ConversationState, opts: Options) -> None:
         msg.kind = "request"
@@ -92,9 +134,9 @@ class KafkaDissector:
         name = api_name(hdr.api_key)
         msg.info.update(op=name, op_code=hdr.api_key, version=hdr.api_version,
                         corr=hdr.correlation_id, client_id=hdr.client_id)
-        msg.summary = f"{name} v{hdr.api_version} request corr={hdr.correlation_id}"
-        if hdr.client_id:
-            msg.summary += f" client={hdr.client_id}"
+        msg.summary = f"{name} v{hdr.api_version} request"
+        if hdr.api_key == SASL_HANDSHAKE:
+            state.extra["sasl_mechanism"] = _sasl_mechanism(msg.data, r.pos, hdr.header_version >= 2)
         if hdr.api_key == PRODUCE:
             acks = _produce_acks(WireReader(msg.data, r.pos), hdr.api_version, hdr.header_version >= 2)
             msg.info["acks"] = acks
@@ -102,7 +144,7 @@ class KafkaDissector:
                 msg.expects_response = False
         # acks=0 requests stay matchable: some brokers (librdkafka's mock cluster) answer anyway.
         state.pending.add(hdr.correlation_id, msg)
-        self._body(msg, r, hdr.api_key, hdr.api_version, True, opts)
+        self._body(msg, r, hdr.api_key, hdr.api_version, True, opts, state)
 
     def _response(self, msg: Message, r: WireReader, state: ConversationState, opts: Options) -> None:
         msg.kind = "response"
@@ -112,13 +154,9 @@ class KafkaDissector:
         req = state.pending.pop(corr)
         msg.info["corr"] = corr
         if req is None:
-            _, hfield = read_response_header(r, 0)
-            msg.fields.append(hfield)
-            msg.summary = f"response corr={corr}"
-            msg.add(Diagnostic(Severity.WARNING, Group.UNDECODED, "kafka.request_not_captured",
-                               f"no request with correlation id {corr} was captured: body not decoded", r.pos))
-            if r.remaining:
-                msg.fields.append(Field("body", r.rest(), r.pos, r.remaining, hint="raw"))
+            req = self._in_order(msg, state, opts)
+        if req is None:
+            self._unmatched(msg, r, corr, opts, state)
             return
         msg.peer = req
         api_key, version = req.info["op_code"], req.info["version"]
@@ -126,14 +164,61 @@ class KafkaDissector:
         msg.fields.append(hfield)
         name = api_name(api_key)
         msg.info.update(op=name, op_code=api_key, version=version)
-        msg.summary = f"{name} v{version} response corr={corr}"
-        self._body(msg, r, api_key, version, False, opts)
+        msg.summary = f"{name} v{version} response"
+        self._body(msg, r, api_key, version, False, opts, state)
+
+    def _unmatched(self, msg: Message, r: WireReader, corr: int, opts: Options,
+                   state: ConversationState) -> None:
+        guess = infer_response(msg.data, opts)
+        if guess is not None:
+            api_key, versions = guess
+            version = versions[0]
+            name = api_name(api_key)
+            msg.info.update(op=name, op_code=api_key, version=version)
+            _, hfield = read_response_header(r, response_header_version(api_key, version))
+            msg.fields.append(hfield)
+            msg.summary = f"{name} v{version} response (inferred)"
+            span = f"v{versions[-1]}-v{version}" if len(versions) > 1 else f"v{version}"
+            msg.add(Diagnostic(Severity.WARNING, Group.ASSUMPTION, "kafka.api_inferred",
+                               f"no request with correlation id {corr} was captured: the body fits only "
+                               f"{name} responses ({span}), decoded as v{version}", r.pos))
+            self._body(msg, r, api_key, version, False, opts, state)
+            return
+        _, hfield = read_response_header(r, 0)
+        msg.fields.append(hfield)
+        msg.summary = f"response corr={corr}"
+        msg.add(Diagnostic(Severity.WARNING, Group.UNDECODED, "kafka.request_not_captured",
+                           f"no request with correlation id {corr} was captured: body not decoded", r.pos))
+        if r.remaining:
+            msg.fields.append(Field("body", r.rest(), r.pos, r.remaining, hint="raw"))
+
+    def _in_order(self, msg: Message, state: ConversationState, opts: Options) -> Message | None:
+        """IN_ORDER_RESPONSES: a broker answers the requests of a connection in order. A response
+        whose correlation id matches nothing is paired with the oldest pending request when its
+        body decodes cleanly as that request's response (an ASSUMPTION diagnostic says so)."""
+        req = state.pending.oldest()
+        if req is None or req.info.get("op_code") not in APIS:
+            return None
+        api_key, version = req.info["op_code"], req.info["version"]
+        r = WireReader(msg.data, 4)
+        try:
+            read_response_header(r, response_header_version(api_key, version))
+        except DecodeError:
+            return None
+        body = kbody.decode_body(api_key, version, False, r, opts, dict(state.extra))
+        if r.remaining or any(d.group in (Group.MALFORMED, Group.UNDECODED) for d in body.diagnostics):
+            return None
+        state.pending.pop(req.info["corr"])
+        msg.add(Diagnostic(Severity.WARNING, Group.ASSUMPTION, "kafka.correlation_mismatch",
+                           f"correlation id {msg.info['corr']} matches no request: paired with the oldest "
+                           f"pending one (correlation id {req.info['corr']}), which its body fits", 4))
+        return req
 
     def _body(self, msg: Message, r: WireReader, api_key: int, version: int, is_request: bool,
-              opts: Options) -> None:
-        body = kbody.decode_body(api_key, version, is_request, r, opts)
-        if body is None:
-            return
+              opts: Options, state: ConversationState) -> None:
+        body = kbody.decode_body(api_key, version, is_request, r, opts, state.extra)
+        if api_key == SASL_HANDSHAKE and version == 0 and not is_request and body.info.get("error_code") == 0:
+            state.extra[SASL_RAW] = True
         msg.fields.extend(body.fields)
         msg.info.update(body.info)
         msg.diagnostics.extend(body.diagnostics)

@@ -6,7 +6,9 @@ Quirks, each named after what the broker and clients actually do:
 - API_VERSIONS_RESPONSE_HEADER_V0: the ApiVersions response always uses response header v0,
   so that a client can read it whatever version it asked for (KIP-511).
 - CONTROLLED_SHUTDOWN_V0_HEADER: ControlledShutdown v0 requests use request header v0, which
-  has no client_id.
+  has no client_id. Some encoders (Wireshark's test captures) send a client_id anyway: when
+  the v0 body (a 4-byte broker id) fits only after an int16 string, header v1 is used.
+- PRODUCE_ACKS_0: a Produce request with acks=0 gets no response (dissector.py).
 """
 
 from __future__ import annotations
@@ -64,12 +66,25 @@ def skip_tagged_fields(r: WireReader) -> dict[int, bytes]:
     return out
 
 
+CONTROLLED_SHUTDOWN_V0_BODY = 4  # broker_id int32
+
+
+def _client_id_then_body(r: WireReader) -> bool:
+    """Whether an int16 string followed by exactly a ControlledShutdown v0 body remains."""
+    if r.remaining < 2:
+        return False
+    n = int.from_bytes(r.buf[r.pos:r.pos + 2], "big", signed=True)
+    return n >= -1 and r.remaining - 2 - max(n, 0) == CONTROLLED_SHUTDOWN_V0_BODY
+
+
 def read_request_header(r: WireReader) -> tuple[RequestHeader, Field]:
     start = r.pos
     api_key = r.int16()
     api_version = r.int16()
     corr = r.int32()
     hv = request_header_version(api_key, api_version)
+    if hv == 0 and r.remaining != CONTROLLED_SHUTDOWN_V0_BODY and _client_id_then_body(r):
+        hv = 1
     client_id = r.string16() if hv >= 1 else None
     tagged = skip_tagged_fields(r) if hv >= 2 else {}
     children = [

@@ -1,0 +1,44 @@
+"""Which API a response answers when its request was not captured, from its bytes alone.
+
+Every (api key, version) response plan is tried on the body; the API is inferred only when the
+body decodes completely and cleanly under exactly one API key (several versions of that key
+may fit: the newest is used). Short bodies fit too many APIs and are never inferred.
+"""
+
+from __future__ import annotations
+
+from kdissect.dissect.base import Options
+from kdissect.errors import DecodeError
+from kdissect.kafka.apis import APIS
+from kdissect.kafka.headers import read_response_header, response_header_version
+from kdissect.kafka.ops import Ctx
+from kdissect.kafka.plan import plan_for
+from kdissect.wire.reader import WireReader
+
+MIN_BODY = 12  # bytes; below this almost every error-code-only response fits
+
+
+def _fits(data: bytes, api_key: int, version: int, opts: Options) -> bool:
+    r = WireReader(data, 4)
+    try:
+        read_response_header(r, response_header_version(api_key, version))
+        plan_for(api_key, version, False)(r, Ctx(opts))
+    except DecodeError:
+        return False
+    return r.remaining == 0
+
+
+def infer_response(data: bytes, opts: Options) -> tuple[int, list[int]] | None:
+    """(api key, fitting versions newest first) when exactly one API key fits, else None."""
+    if len(data) - 8 < MIN_BODY:
+        return None
+    found: tuple[int, list[int]] | None = None
+    quiet = Options(decode_records=False, max_decompressed=opts.max_decompressed)
+    for api_key, (_name, _lo, hi, _flex) in APIS.items():
+        versions = [v for v in range(hi, -1, -1) if _fits(data, api_key, v, quiet)]
+        if not versions:
+            continue
+        if found is not None:
+            return None
+        found = (api_key, versions)
+    return found

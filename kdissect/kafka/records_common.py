@@ -1,0 +1,146 @@
+"""What the record decoders share: the decode context, timestamps as dates, attribute flags,
+and the walk over a sequence of batches/messages that tells a broker's cut from a truncation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
+
+from kdissect.dissect.base import Options
+from kdissect.kafka.compression import Inflated, codec_name, inflate
+from kdissect.model import BYTES, RAW, TIME_MS, Diagnostic, Field, Group, Severity, note
+
+# Fields are built for at most this many records and batches per `records` field; the rest is
+# left undecoded (a note says so), which bounds the time and memory one field can take.
+MAX_RECORD_FIELDS = 100_000
+LOG_APPEND_TIME = 0x08  # attributes bit: timestamps were set by the broker
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MAX_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
+
+
+@dataclass(slots=True)
+class Ctx:
+    """State of one decode_records call: options, diagnostics, counters, decompression budget."""
+
+    opts: Options
+    budget: int
+    diags: list[Diagnostic] = field(default_factory=list)
+    records: int = 0
+    batches: int = 0
+    nbytes: int = 0
+    limited: bool = False
+
+    def over_limit(self, offset: int) -> bool:
+        """Whether the limit on records and batches per field is reached (noted once)."""
+        if self.records + self.batches < MAX_RECORD_FIELDS:
+            return False
+        if not self.limited:
+            self.limited = True
+            self.add(Severity.NOTE, Group.COMMENT, "limit",
+                     f"more than {MAX_RECORD_FIELDS} records and batches: the rest are not shown", offset)
+        return True
+
+    def add(self, severity: Severity, group: Group, key: str, text: str, offset: int) -> None:
+        self.diags.append(Diagnostic(severity, group, f"kafka.records.{key}", text, offset))
+
+    def error(self, key: str, text: str, offset: int, group: Group = Group.MALFORMED) -> None:
+        self.add(Severity.ERROR, group, key, text, offset)
+
+    def inflate(self, codec: int, data: bytes, offset: int, legacy_lz4: bool = False) -> bytes | None:
+        """Decompress against the remaining budget; problems become diagnostics at `offset`."""
+        out: Inflated = inflate(codec, data, self.budget, legacy_lz4)
+        self.budget -= len(out.data)
+        if out.capped:
+            self.add(Severity.WARNING, Group.UNDECODED, "decompression_cap",
+                     f"{out.problem} (a decompression bomb?): records not decoded", offset)
+            return None
+        if out.problem:
+            self.error("decompress", f"{codec_name(codec)} payload: {out.problem}", offset)
+            return None
+        return out.data
+
+
+@lru_cache(maxsize=4096)
+def time_display(ms: int) -> str | None:
+    """Milliseconds since the epoch as ISO-8601 UTC with milliseconds; -1 is "none". Cached:
+    the records of a batch mostly share a handful of timestamps."""
+    if ms == -1:
+        return "none"
+    if not 0 <= ms <= _MAX_MS:
+        return None
+    t = _EPOCH + timedelta(milliseconds=ms)
+    return f"{t:%Y-%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}es" if noun.endswith("ch") else f"{n} {noun}s"
+
+
+def flags_display(attributes: int, names: tuple[tuple[int, str], ...]) -> str:
+    """"lz4|transactional": the codec when compressed, then the set flags; "none" if neither."""
+    parts = [codec_name(attributes & 0x07)] if attributes & 0x07 else []
+    parts += [name for bit, name in names if attributes & bit]
+    return "|".join(parts) or "none"
+
+
+def leaf(name: str, value: object, off: int, length: int, real: bool, hint: str | None = None,
+         display: str | None = None) -> Field:
+    """A scalar field; `real` False means the bytes live in a decompressed buffer, not in the
+    message, so the field has no message offset."""
+    return Field(name, value, off if real else -1, length, None, hint, display)
+
+
+def time_leaf(name: str, ms: int, off: int, length: int, real: bool) -> Field:
+    return leaf(name, ms, off, length, real, TIME_MS, time_display(ms))
+
+
+def bytes_leaf(name: str, value: bytes | None, off: int, length: int, real: bool) -> Field:
+    return leaf(name, value, off, length, real, BYTES)
+
+
+# decode(buf, start, end, ctx, real) -> the field of one batch or message spanning [start, end)
+EntryDecoder = Callable[[bytes, int, int, Ctx, bool], Field]
+MIN_ENTRY = 14  # the smallest legal entry after offset + length: a magic 0 message
+
+
+def walk(buf: bytes, start: int, end: int, ctx: Ctx, real: bool, partial_ok: bool,
+         decoders: dict[int, EntryDecoder]) -> list[Field]:
+    """Entries (batches or messages: int64 offset, int32 length, ..., magic at +16) in
+    [start, end). An entry running past `end` is the broker's cut at the fetch size when
+    `partial_ok` (a note), else a truncation (an error)."""
+    out: list[Field] = []
+    pos = start
+    where = start if real else -1
+    while pos < end and not ctx.over_limit(pos if real else where):
+        size = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True) if end - pos >= 12 else None
+        if size is not None and size < MIN_ENTRY:
+            ctx.error("bad_length", f"batch/message length {size} is too small", pos if real else where)
+            out.append(leaf("undecoded", bytes(buf[pos:end]), pos, end - pos, real, RAW))
+            break
+        if size is None or pos + 12 + size > end:
+            out.append(_partial(buf, pos, end, size, ctx, real, partial_ok))
+            break
+        magic = buf[pos + 16]
+        dec = decoders.get(magic)
+        if dec is None:
+            ctx.error("magic", f"unknown record format magic {magic}", pos if real else where)
+            out.append(leaf("undecoded", bytes(buf[pos : pos + 12 + size]), pos, 12 + size, real, RAW))
+        else:
+            out.append(dec(buf, pos, pos + 12 + size, ctx, real))
+        pos += 12 + size
+    return out
+
+
+def _partial(buf: bytes, pos: int, end: int, size: int | None, ctx: Ctx, real: bool, partial_ok: bool) -> Field:
+    need = "its length" if size is None else f"{size + 12} bytes"
+    text = f"last batch/message cut short: {end - pos} bytes of {need}"
+    if partial_ok:
+        ctx.diags.append(note("kafka.records.partial", text + " (the broker stops at the fetch size)",
+                              pos if real else -1, Group.COMMENT))
+    else:
+        ctx.error("truncated", text, pos if real else -1)
+    f = leaf("partial", bytes(buf[pos:end]), pos, end - pos, real, RAW)
+    f.label = "partial (cut at the fetch size)" if partial_ok else "truncated"
+    return f

@@ -1,0 +1,214 @@
+"""RecordBatch (magic 2): the 61-byte batch header, CRC32C, varint records with headers, and
+control records (transaction markers)."""
+
+from __future__ import annotations
+
+import struct
+
+import crc32c
+
+from kdissect.errors import BadLength, BadValue, DecodeError, Truncated
+from kdissect.kafka.compression import codec_name
+from kdissect.kafka.records_common import (
+    LOG_APPEND_TIME,
+    Ctx,
+    flags_display,
+    leaf,
+    time_display,
+    time_leaf,
+)
+from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, TIME_MS, Field, Group, Severity, array
+from kdissect.model import struct as mkstruct
+from kdissect.wire.reader import WireReader
+
+# base_offset, batch_length, partition_leader_epoch, magic, crc, attributes, last_offset_delta,
+# base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, records_count
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = _HEADER.size  # 61
+_NAMES = ("base_offset", "batch_length", "partition_leader_epoch", "magic", "crc", "attributes",
+          "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
+          "base_sequence", "records_count")
+_SIZES = (8, 4, 4, 1, 4, 2, 4, 8, 8, 8, 2, 4, 4)
+_OFFSETS = tuple(sum(_SIZES[:i]) for i in range(len(_SIZES)))
+_TIMES = {"base_timestamp", "max_timestamp"}
+CRC_FROM = 21  # the CRC covers attributes to the end of the batch
+
+TRANSACTIONAL, CONTROL, DELETE_HORIZON = 0x10, 0x20, 0x40
+ATTRIBUTE_FLAGS = ((LOG_APPEND_TIME, "log_append_time"), (TRANSACTIONAL, "transactional"),
+                   (CONTROL, "control"), (DELETE_HORIZON, "delete_horizon"))
+# Control record types (key: int16 version, int16 type). Values of COMMIT/ABORT markers:
+# int16 version, int32 coordinator_epoch.
+CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
+                 4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
+MIN_RECORD = 7  # length, attributes, timestamp delta, offset delta, key, value, header count
+
+
+def decode_batch(buf: bytes, start: int, end: int, ctx: Ctx, real: bool) -> Field:
+    """One RecordBatch in [start, end) (its declared extent, already checked to fit)."""
+    ctx.batches += 1
+    if end - start < HEADER_SIZE:
+        ctx.error("bad_length", f"record batch of {end - start} bytes is shorter than its header",
+                  start if real else -1)
+        return leaf("undecoded", bytes(buf[start:end]), start, end - start, real, RAW)
+    vals = _HEADER.unpack_from(buf, start)
+    hdr = dict(zip(_NAMES, vals, strict=True))
+    children = [_header_field(n, v, start + o, s, real) for n, v, o, s in zip(_NAMES, vals, _OFFSETS, _SIZES, strict=True)]
+    _check_crc(buf, start, end, hdr["crc"], ctx, real)
+    children.append(_records(buf, start + HEADER_SIZE, end, hdr, ctx, real))
+    attrs = hdr["attributes"]
+    label = f"batch base_offset={hdr['base_offset']} records={hdr['records_count']} {flags_display(attrs, ATTRIBUTE_FLAGS)}"
+    if attrs & DELETE_HORIZON:
+        children[7].label = "base_timestamp (delete horizon)"
+    return mkstruct("batch", children, start if real else -1, end - start, label)
+
+
+def _header_field(name: str, value: int, off: int, size: int, real: bool) -> Field:
+    if name in _TIMES:
+        return time_leaf(name, value, off, size, real)
+    if name == "attributes":
+        return leaf(name, value, off, size, real, FLAGS, flags_display(value, ATTRIBUTE_FLAGS))
+    return leaf(name, value, off, size, real)
+
+
+def _check_crc(buf: bytes, start: int, end: int, crc: int, ctx: Ctx, real: bool) -> None:
+    got = crc32c.crc32c(memoryview(buf)[start + CRC_FROM : end])
+    if got != crc:
+        ctx.error("crc", f"record batch CRC32C 0x{crc:08x} does not match the computed 0x{got:08x}",
+                  start + 17 if real else -1, Group.CHECKSUM)
+
+
+def _records(buf: bytes, start: int, end: int, hdr: dict[str, int], ctx: Ctx, real: bool) -> Field:
+    """The records array: decompressed first when the codec says so."""
+    codec = hdr["attributes"] & 0x07
+    rbuf, rstart, rend, rreal = buf, start, end, real
+    if codec:
+        data = ctx.inflate(codec, bytes(buf[start:end]), start if real else -1)
+        if data is None:
+            return leaf("records_data", bytes(buf[start:end]), start, end - start, real, RAW)
+        rbuf, rstart, rend, rreal = data, 0, len(data), False
+    r = WireReader(rbuf, rstart, rend)
+    count = hdr["records_count"]
+    where = start if real else -1
+    if count < 0 or count * MIN_RECORD > rend - rstart:
+        ctx.error("count", f"records_count {count} does not fit in {rend - rstart} bytes", where)
+        count = max(0, min(count, (rend - rstart) // MIN_RECORD))
+    elements: list[Field] = []
+    for _ in range(count):
+        if ctx.over_limit(where):
+            break
+        try:
+            elements.append(_record(r, hdr, ctx, rreal))
+        except DecodeError as e:
+            ctx.error("truncated", f"record {len(elements)} of {hdr['records_count']}: {e}",
+                      e.offset if rreal else where)
+            break
+        ctx.records += 1
+    else:
+        if r.remaining:
+            ctx.add(Severity.WARNING, Group.MALFORMED, "trailing",
+                    f"{r.remaining} bytes after the last of {count} records", r.pos if rreal else where)
+    f = array("records", elements, start if real else -1, end - start)
+    if codec:
+        f.label = f"records ({codec_name(codec)}, {len(rbuf)} bytes decompressed)"
+    return f
+
+
+def _zz(buf: bytes, p: int, end: int) -> tuple[int, int]:
+    """A zig-zag varint at p (at most 10 bytes, before end): its value and the next offset."""
+    result = shift = 0
+    start = p
+    while True:
+        if p >= end:
+            raise Truncated("varint past the end", start)
+        b = buf[p]
+        p += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), p
+        shift += 7
+        if shift >= 70:
+            raise BadValue("varint longer than 10 bytes", start)
+
+
+def _blob(buf: bytes, p: int, end: int) -> tuple[bytes | None, int, int]:
+    """A varint length (-1: null) and that many bytes: (data, data offset, next offset)."""
+    n, p = _zz(buf, p, end)
+    if n == -1:
+        return None, p, p
+    if n < 0 or p + n > end:
+        raise (BadLength if n < 0 else Truncated)(f"length {n} with {end - p} bytes left", p)
+    return buf[p : p + n], p, p + n
+
+
+def _record(r: WireReader, hdr: dict[str, int], ctx: Ctx, real: bool) -> Field:
+    """One record (varint length, attributes, timestamp and offset deltas, key, value,
+    headers); `r` moves past it."""
+    buf, start = r.buf, r.pos
+    length, p = _zz(buf, start, r.end)
+    end = p + length
+    if length < 0 or end > r.end:
+        raise (BadLength if length < 0 else Truncated)(f"record of {length} bytes, {r.end - p} remain", start)
+    at = p
+    if p >= end:
+        raise Truncated("record without attributes", p)
+    p += 1
+    ts_delta, p2 = _zz(buf, p, end)
+    off_delta, p3 = _zz(buf, p2, end)
+    key, kat, p = _blob(buf, p3, end)
+    value, vat, p = _blob(buf, p, end)
+    headers, p = _headers(buf, p, end, real)
+    if p != end:
+        raise DecodeError(f"{end - p} bytes after the record's headers", p)
+    r.pos = end
+    attrs = hdr["attributes"]
+    ts = hdr["max_timestamp"] if attrs & LOG_APPEND_TIME else hdr["base_timestamp"] + ts_delta
+    offset = hdr["base_offset"] + off_delta
+    klen, vlen = len(key or b""), len(value or b"")
+    ctx.nbytes += klen + vlen
+    kf = Field("key", key, kat if real else -1, klen, None, BYTES)
+    vf = Field("value", value, vat if real else -1, vlen, None, BYTES)
+    children = [
+        Field("length", length, start if real else -1, at - start),
+        Field("attributes", buf[at], at if real else -1, 1),
+        Field("timestamp_delta", ts_delta, at + 1 if real else -1, p2 - at - 1),
+        Field("offset_delta", off_delta, p2 if real else -1, p3 - p2),
+        Field("offset", offset, p2 if real else -1, p3 - p2),
+        Field("timestamp", ts, at + 1 if real else -1, p2 - at - 1, None, TIME_MS, time_display(ts)),
+        kf, vf, headers,
+    ]
+    if attrs & CONTROL:
+        children.append(_control(key, value, real, kf, vf))
+    return Field("record", None, start if real else -1, end - start, children, STRUCT, None, f"offset {offset}")
+
+
+def _headers(buf: bytes, p: int, end: int, real: bool) -> tuple[Field, int]:
+    start = p
+    n, p = _zz(buf, p, end)
+    if n < 0 or 2 * n > end - p:
+        raise BadLength(f"header count {n} with {end - p} bytes left", start)
+    items: list[Field] = []
+    for _ in range(n):
+        hstart = p
+        kb, kat, p = _blob(buf, p, end)
+        if kb is None:
+            raise BadLength("null header key", hstart)
+        value, vat, p = _blob(buf, p, end)
+        items.append(Field("header", None, hstart if real else -1, p - hstart, [
+            Field("key", kb.decode("utf-8", "replace"), kat if real else -1, len(kb)),
+            Field("value", value, vat if real else -1, len(value or b""), None, BYTES),
+        ], STRUCT))
+    return Field("headers", None, start if real else -1, p - start, items, ARRAY), p
+
+
+def _control(key: bytes | None, value: bytes | None, real: bool, kf: Field, vf: Field) -> Field:
+    """A control record's key (version, type) and a marker's value (version, coordinator_epoch)."""
+    children: list[Field] = []
+    if key is not None and len(key) >= 4:
+        ctype = int.from_bytes(key[2:4], "big", signed=True)
+        children.append(leaf("version", int.from_bytes(key[0:2], "big", signed=True), kf.offset, 2, real))
+        children.append(leaf("type", ctype, kf.offset + 2 if real else -1, 2, real, ENUM,
+                             CONTROL_TYPES.get(ctype, f"unknown_{ctype}")))
+        if ctype in (0, 1) and value is not None and len(value) >= 6:
+            epoch = int.from_bytes(value[2:6], "big", signed=True)
+            children.append(leaf("coordinator_epoch", epoch, vf.offset + 2 if real else -1, 4, real))
+    return mkstruct("control", children, kf.offset, kf.length + vf.length)

@@ -1,0 +1,205 @@
+"""SASL exchanges carried by Kafka: SaslAuthenticate's auth_bytes and the raw tokens of the v0
+handshake. PLAIN (RFC 4616), SCRAM-SHA-256/512 (RFC 5802 messages) and OAUTHBEARER (RFC 7628)
+are decoded; passwords, proofs and tokens are redacted unless opts.show_secrets. Anything else
+(GSSAPI, an unknown mechanism, bytes that do not parse) is kept as one raw field."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from kdissect.dissect.base import Options
+from kdissect.model import ARRAY, RAW, STRUCT, Field
+
+REDACTED = "<redacted>"
+# SCRAM attribute letters (RFC 5802 section 5.1) -> field names; secrets are redacted.
+SCRAM_ATTRS = {"n": "username", "a": "authzid", "r": "nonce", "s": "salt", "i": "iterations",
+               "c": "channel_binding", "p": "proof", "v": "server_signature", "e": "error",
+               "m": "reserved"}
+SCRAM_SECRETS = {"p"}
+OAUTH_SECRET_KEYS = {"auth"}
+
+
+def decode_sasl_auth_bytes(mechanism: str | None, data: bytes, offset: int, is_request: bool,
+                           opts: Options) -> list[Field]:
+    """Fields for one SASL token `data` found at `offset` of the message. `mechanism` is the
+    one named in SaslHandshake; None guesses it from the bytes when unambiguous."""
+    mech = (mechanism or "").upper()
+    if not mech:
+        mech = guess_mechanism(data, is_request) or ""
+    family = "SCRAM" if mech.startswith("SCRAM-") else mech
+    decoder = _DECODERS.get(family)
+    fields = None
+    if decoder is not None and data:
+        fields = decoder(data, offset, is_request, opts)
+    head = [Field("mechanism", mech or None, -1, 0)]
+    if fields is None:
+        if not data:
+            return head + [Field("step", "empty", offset, 0)]
+        return head + [Field("token", data, offset, len(data), hint=RAW)]
+    return head + fields
+
+
+def guess_mechanism(data: bytes, is_request: bool) -> str | None:
+    """The mechanism a token belongs to, when its shape says so without doubt."""
+    text = data.decode("utf-8", "replace")
+    if text.startswith(("n,", "y,", "p=")):
+        if "\x01auth=" in text:
+            return "OAUTHBEARER"
+        if ",r=" in text:
+            return "SCRAM"
+    if is_request and text.startswith("c=") and ",r=" in text and ",p=" in text:
+        return "SCRAM"
+    if not is_request and (text.startswith("r=") and ",s=" in text and ",i=" in text):
+        return "SCRAM"
+    if is_request and data.count(b"\x00") == 2:
+        return "PLAIN"
+    return None
+
+
+def _secret(value: str, opts: Options) -> str:
+    return value if opts.show_secrets else REDACTED
+
+
+# -- PLAIN -----------------------------------------------------------------------------
+
+
+def _plain(data: bytes, offset: int, is_request: bool, opts: Options) -> list[Field] | None:
+    """authzid NUL authcid NUL password (client only; the server answers with nothing)."""
+    if not is_request or data.count(b"\x00") != 2:
+        return None
+    authzid, user, password = data.split(b"\x00")
+    p1 = offset + len(authzid) + 1
+    p2 = p1 + len(user) + 1
+    return [
+        Field("step", "plain", offset, len(data)),
+        Field("authzid", authzid.decode("utf-8", "replace"), offset, len(authzid)),
+        Field("username", user.decode("utf-8", "replace"), p1, len(user)),
+        Field("password", _secret(password.decode("utf-8", "replace"), opts), p2, len(password)),
+    ]
+
+
+# -- SCRAM -----------------------------------------------------------------------------
+
+
+def _scram_step(text: str, is_request: bool) -> tuple[str, int]:
+    """The message kind and where its attribute list starts (after a GS2 header)."""
+    if is_request and text.startswith(("n,", "y,", "p=")):
+        first = text.find(",")
+        second = text.find(",", first + 1)
+        return "client_first", second + 1 if second > 0 else 0
+    if is_request:
+        return "client_final", 0
+    if text.startswith(("v=", "e=")):
+        return "server_final", 0
+    return "server_first", 0
+
+
+def _scram(data: bytes, offset: int, is_request: bool, opts: Options) -> list[Field] | None:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    step, start = _scram_step(text, is_request)
+    fields = [Field("step", step, offset, len(data))]
+    if start:
+        fields += _gs2_header(text[:start], offset)
+    extensions: list[Field] = []
+    pos = start
+    for part in text[start:].split(","):
+        f = _scram_attr(part, offset + len(text[:pos].encode()), opts)
+        (extensions if f.name == "extension" else fields).append(f)
+        pos += len(part) + 1
+    return fields + _extensions(extensions)
+
+
+def _extensions(items: list[Field]) -> list[Field]:
+    if not items:
+        return []
+    start = items[0].offset
+    end = items[-1].offset + items[-1].length
+    return [Field("extensions", None, start, end - start, items, ARRAY)]
+
+
+def _gs2_header(header: str, offset: int) -> list[Field]:
+    """"n,," / "y,," / "p=cb,": channel-binding flag and optional authzid ("a=...")."""
+    flag, _, rest = header.partition(",")
+    authz = rest.rstrip(",")
+    out = [Field("gs2_cbind_flag", flag, offset, len(flag.encode()))]
+    if authz.startswith("a="):
+        out.append(Field("authzid", authz[2:], offset + len(flag) + 3, len(authz.encode()) - 2))
+    return out
+
+
+def _scram_attr(part: str, at: int, opts: Options) -> Field:
+    key, eq, value = part.partition("=")
+    size = len(part.encode())
+    if not eq or len(key) != 1:
+        return Field("extension", part, at, size)
+    name = SCRAM_ATTRS.get(key, f"ext_{key}")
+    if key in SCRAM_SECRETS:
+        return Field(name, _secret(value, opts), at + 2, size - 2)
+    if key == "i" and value.isdigit():
+        return Field(name, int(value), at + 2, size - 2)
+    if key == "n":
+        value = value.replace("=2C", ",").replace("=3D", "=")
+    return Field(name, value, at + 2, size - 2)
+
+
+# -- OAUTHBEARER -----------------------------------------------------------------------
+
+
+def _oauthbearer(data: bytes, offset: int, is_request: bool, opts: Options) -> list[Field] | None:
+    text = data.decode("utf-8", "replace")
+    if not is_request:
+        return _oauth_server(text, offset)
+    if text == "\x01":
+        return [Field("step", "client_error_ack", offset, 1)]
+    header, sep, kvs = text.partition("\x01")
+    if not sep:
+        return None
+    fields = [Field("step", "client_initial", offset, len(data))]
+    fields += _gs2_header(header, offset)
+    pos = offset + len(header.encode()) + 1
+    extensions: list[Field] = []
+    for kv in kvs.split("\x01"):
+        if kv:
+            f = _oauth_kv(kv, pos, opts)
+            (extensions if f.name == "extension" else fields).append(f)
+        pos += len(kv.encode()) + 1
+    return fields + _extensions(extensions)
+
+
+def _oauth_kv(kv: str, at: int, opts: Options) -> Field:
+    key, _, value = kv.partition("=")
+    size = len(kv.encode())
+    vat = at + len(key.encode()) + 1
+    if key == "auth":
+        scheme, _, token = value.partition(" ")
+        return Field("auth", None, at, size, [
+            Field("scheme", scheme, vat, len(scheme.encode())),
+            Field("token", _secret(token, opts), vat + len(scheme.encode()) + 1, len(token.encode())),
+        ], STRUCT)
+    return Field("extension", None, at, size, [
+        Field("key", key, at, len(key.encode())),
+        Field("value", value, vat, len(value.encode())),
+    ], STRUCT)
+
+
+def _oauth_server(text: str, offset: int) -> list[Field] | None:
+    """An error status as JSON ({"status": ..., "scope": ..., "openid-configuration": ...})."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    fields = [Field("step", "server_error", offset, len(text.encode()))]
+    for key in ("status", "scope", "openid-configuration"):
+        if key in doc:
+            fields.append(Field(key.replace("-", "_"), str(doc[key]), offset, len(text.encode())))
+    return fields
+
+
+Decoder = Callable[[bytes, int, bool, Options], "list[Field] | None"]
+_DECODERS: dict[str, Decoder] = {"PLAIN": _plain, "SCRAM": _scram, "OAUTHBEARER": _oauthbearer}

@@ -1,0 +1,101 @@
+"""Header quirks and version policy, on byte literals."""
+
+from __future__ import annotations
+
+import struct
+
+from kdissect.dissect.base import ConversationState, Options, run_dissector
+from kdissect.kafka.dissector import DISSECTOR
+from kdissect.kafka.error_codes import ERRORS, error_name
+from kdissect.model import Field, Group, Message, Pdu, Severity
+
+
+def frame(body: bytes) -> bytes:
+    return struct.pack(">i", len(body)) + body
+
+
+def request(api: int, ver: int, corr: int, body: bytes, client: bytes = b"c") -> bytes:
+    return frame(struct.pack(">hhih", api, ver, corr, len(client)) + client + body)
+
+
+def run(data: bytes, to_server: bool, state: ConversationState) -> Message:
+    msg = Message(Pdu(data, [1], 0.0, 0.0, to_server), 0, "c", "s", "kafka")
+    run_dissector(DISSECTOR, msg, state, Options())
+    return msg
+
+
+def values(fields: list[Field]) -> list[object]:
+    return [x for f in fields for x in [f.value, f.display, *values(f.children or [])]]
+
+
+def keys(m: Message) -> set[str]:
+    return {d.key for d in m.diagnostics}
+
+
+def test_every_error_code_named() -> None:
+    assert set(range(-1, 134)) <= set(ERRORS)
+    assert error_name(6) == "NOT_LEADER_OR_FOLLOWER" and error_name(35) == "UNSUPPORTED_VERSION"
+    assert error_name(9999) == "ERROR_9999"
+
+
+def test_api_versions_v3_error_gets_v0_body_with_header_v0() -> None:
+    state = ConversationState()
+    # ApiVersions v3 request: header v2 (int16 client id + tags), compact strings, tags
+    req = run(request(18, 3, 5, b"\x00" + b"\x02a\x02b\x00"), True, state)
+    assert not keys(req) and req.info["client_id"] == "c"
+    # response header v0 (no tags) + v0 body: error 35, one api (18, 0..2)
+    resp = run(frame(struct.pack(">ihihhh", 5, 35, 1, 18, 0, 2)), False, state)
+    assert resp.peer is req and resp.info["error"] == "UNSUPPORTED_VERSION"
+    assert "kafka.api_versions_v0_body" in keys(resp)
+    assert not [d for d in resp.diagnostics if d.group in (Group.MALFORMED, Group.UNDECODED)]
+
+
+def test_newer_version_decoded_as_newest_with_assumption() -> None:
+    state = ConversationState()
+    # Heartbeat v99: decoded as v4 (flexible): compact group, generation, member, instance, tags
+    m = run(request(12, 99, 1, b"\x00" + b"\x02g\x00\x00\x00\x01\x02m\x00\x00"), True, state)
+    assert any(d.key == "kafka.newer_version" and d.group == Group.ASSUMPTION for d in m.diagnostics)
+    assert m.info.get("group") == "g"
+
+
+def test_unknown_api_key_is_undecoded_not_fatal() -> None:
+    m = run(request(500, 0, 1, b"\x01\x02"), True, ConversationState())
+    assert any(d.key == "kafka.unknown_api" and d.group == Group.UNDECODED for d in m.diagnostics)
+    assert m.fields[-1].value == b"\x01\x02"
+
+
+def test_removed_version_is_a_note_only() -> None:
+    # Produce v0: acks=-1, timeout, one topic "t", one partition 0, null records
+    body = struct.pack(">hii", -1, 1000, 1) + b"\x00\x01t" + struct.pack(">iii", 1, 0, -1)
+    m = run(request(0, 0, 3, body), True, ConversationState())
+    assert [d.severity for d in m.diagnostics] == [Severity.NOTE]
+    assert m.summary == "Produce v0 request acks=all t[0]"
+
+
+def test_response_without_request() -> None:
+    m = run(frame(struct.pack(">ih", 77, 0)), False, ConversationState())
+    assert m.info["corr"] == 77 and "kafka.request_not_captured" in keys(m)
+
+
+def test_sasl_handshake_v0_then_raw_tokens() -> None:
+    state = ConversationState()
+    run(request(17, 0, 1, b"\x00\x05PLAIN"), True, state)
+    ok = run(frame(struct.pack(">ihi", 1, 0, 1) + b"\x00\x05PLAIN"), False, state)
+    assert ok.info["error_code"] == 0
+    token = run(frame(b"\x00user\x00secret"), True, state)
+    assert token.summary.startswith("SASL token request") and not keys(token)
+    assert "secret" not in repr(values(token.fields))
+    reply = run(frame(b""), False, state)
+    assert reply.summary.startswith("SASL token response")
+    after = run(request(3, 1, 2, struct.pack(">i", -1)), True, state)
+    assert after.info["op"] == "Metadata"
+
+
+def test_response_api_inferred_when_unambiguous() -> None:
+    from kafka_captures import messages
+
+    resp = next(m for m in messages("ajbanjara__Wireshark__kafka-testcases-v4__metadata.pcapng")
+                if m.kind == "response" and m.info["version"] == 1 and m.info.get("topics"))
+    alone = run(resp.data, False, ConversationState())
+    assert alone.info["op"] == "Metadata" and alone.info["topics"] == resp.info["topics"]
+    assert "kafka.api_inferred" in keys(alone) and "kafka.request_not_captured" not in keys(alone)

@@ -1,0 +1,162 @@
+"""SASL tokens made by an independent client implementation (kafka-python's PLAIN, SCRAM and
+OAUTHBEARER mechanisms) and server messages in the RFC 5802 / 7628 formats decode to fields
+with the secrets redacted unless asked."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from kafka.net.sasl.oauth import AbstractTokenProvider, SaslMechanismOAuth
+from kafka.net.sasl.plain import SaslMechanismPlain
+from kafka.net.sasl.scram import ScramClient
+
+from kdissect.dissect.base import Options
+from kdissect.kafka.sasl import REDACTED, decode_sasl_auth_bytes, guess_mechanism
+from kdissect.model import Field
+
+HIDE, SHOW = Options(), Options(show_secrets=True)
+SALT = base64.b64encode(b"0123456789abcdef").decode()
+
+
+def values(fields: list[Field]) -> dict[str, object]:
+    return {f.name: f.value for f in fields}
+
+
+def located(fields: list[Field], data: bytes, at: int) -> None:
+    """Every string field (but redacted ones) is the bytes at its offset."""
+    for f in fields:
+        if isinstance(f.value, str) and f.value != REDACTED and f.name not in ("mechanism", "step"):
+            assert data[f.offset - at : f.offset - at + f.length].decode() == f.value, f.name
+
+
+def test_plain() -> None:
+    data = SaslMechanismPlain(sasl_plain_username="alice", sasl_plain_password="pa55").auth_bytes()
+    fields = decode_sasl_auth_bytes("PLAIN", data, 40, True, HIDE)
+    assert values(fields) == {"mechanism": "PLAIN", "step": "plain", "authzid": "alice", "username": "alice",
+                              "password": REDACTED}
+    assert values(decode_sasl_auth_bytes(None, data, 40, True, SHOW))["password"] == "pa55"
+    located(fields, data, 40)
+    pw = fields[-1]
+    assert data[pw.offset - 40 : pw.offset - 40 + pw.length] == b"pa55"
+
+
+@pytest.mark.parametrize("mech", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_exchange(mech: str) -> None:
+    client = ScramClient("bob", "secret", mech)
+    first = client.first_message()
+    f1 = decode_sasl_auth_bytes(mech, first, 100, True, HIDE)
+    assert values(f1) == {"mechanism": mech, "step": "client_first", "gs2_cbind_flag": "n", "username": "bob",
+                          "nonce": client.nonce.decode()}
+    located(f1, first, 100)
+    server_first = b"r=" + client.nonce + b"srvNonce,s=" + SALT.encode() + b",i=4096"
+    f2 = decode_sasl_auth_bytes(mech, server_first, 0, False, HIDE)
+    assert values(f2) == {"mechanism": mech, "step": "server_first", "nonce": client.nonce.decode() + "srvNonce",
+                          "salt": SALT, "iterations": 4096}
+    located(f2, server_first, 0)
+    client.process_server_first_message(server_first)
+    final = client.final_message()
+    f3 = values(decode_sasl_auth_bytes(mech, final, 0, True, HIDE))
+    assert (f3["step"], f3["channel_binding"], f3["proof"]) == ("client_final", "biws", REDACTED)
+    shown = values(decode_sasl_auth_bytes(mech, final, 0, True, SHOW))
+    assert shown["proof"] == base64.b64encode(client.client_proof).decode()
+    f4 = values(decode_sasl_auth_bytes(mech, b"v=" + base64.b64encode(b"sig"), 0, False, HIDE))
+    assert (f4["step"], f4["server_signature"]) == ("server_final", base64.b64encode(b"sig").decode())
+    f5 = values(decode_sasl_auth_bytes(mech, b"e=invalid-proof", 0, False, HIDE))
+    assert (f5["step"], f5["error"]) == ("server_final", "invalid-proof")
+
+
+def test_scram_authzid_escaped_username_and_delegation_token_extension() -> None:
+    data = b"n,a=admin,n=us=2Cer,r=abc,tokenauth=true"
+    fields = decode_sasl_auth_bytes("SCRAM-SHA-256", data, 0, True, HIDE)
+    assert values(fields) == {"mechanism": "SCRAM-SHA-256", "step": "client_first", "gs2_cbind_flag": "n",
+                              "authzid": "admin", "username": "us,er", "nonce": "abc", "extensions": None}
+    assert [(e.value, e.offset) for e in fields[-1].children or []] == [("tokenauth=true", 26)]
+
+
+class _Tokens(AbstractTokenProvider):
+    def token(self) -> str:
+        return "eyJhbGciOiJub25lIn0.eyJzdWIiOiJib2IifQ."
+
+    def extensions(self) -> dict[str, str]:
+        return {"traceId": "42"}
+
+
+def test_oauthbearer_initial_response_and_error() -> None:
+    mech = SaslMechanismOAuth(sasl_oauth_token_provider=_Tokens())
+    data = mech.auth_bytes()
+    fields = decode_sasl_auth_bytes("OAUTHBEARER", data, 7, True, HIDE)
+    assert [f.name for f in fields] == ["mechanism", "step", "gs2_cbind_flag", "auth", "extensions"]
+    auth = {c.name: c.value for c in fields[3].children or []}
+    assert auth == {"scheme": "Bearer", "token": REDACTED}
+    exts = [{c.name: c.value for c in e.children or []} for e in fields[4].children or []]
+    assert exts == [{"key": "traceId", "value": "42"}]
+    token = decode_sasl_auth_bytes(None, data, 7, True, SHOW)[3].children[1]  # type: ignore[index]
+    assert data[token.offset - 7 : token.offset - 7 + token.length].decode() == _Tokens().token()
+    err = values(decode_sasl_auth_bytes("OAUTHBEARER", b'{"status":"invalid_token","scope":"x"}', 0, False, HIDE))
+    assert (err["step"], err["status"], err["scope"]) == ("server_error", "invalid_token", "x")
+    assert values(decode_sasl_auth_bytes("OAUTHBEARER", b"\x01", 0, True, HIDE))["step"] == "client_error_ack"
+
+
+def test_guesses() -> None:
+    client = ScramClient("u", "p", "SCRAM-SHA-256")
+    assert guess_mechanism(client.first_message(), True) == "SCRAM"
+    assert guess_mechanism(b"r=abc,s=" + SALT.encode() + b",i=10", False) == "SCRAM"
+    assert guess_mechanism(b"\x00u\x00p", True) == "PLAIN"
+    assert guess_mechanism(SaslMechanismOAuth(sasl_oauth_token_provider=_Tokens()).auth_bytes(), True) == "OAUTHBEARER"
+    assert guess_mechanism(b"\x60\x82\x01\x00", True) is None
+    assert guess_mechanism(b"", False) is None
+
+
+def test_opaque_and_empty_tokens() -> None:
+    gss = decode_sasl_auth_bytes("GSSAPI", b"\x60\x82\x01\x00", 3, True, HIDE)
+    assert [(f.name, f.value, f.offset) for f in gss] == [("mechanism", "GSSAPI", -1), ("token", b"\x60\x82\x01\x00", 3)]
+    empty = decode_sasl_auth_bytes("PLAIN", b"", 3, False, HIDE)
+    assert values(empty) == {"mechanism": "PLAIN", "step": "empty"}
+    assert values(decode_sasl_auth_bytes("PLAIN", b"no nul here", 0, True, HIDE))["token"] == b"no nul here"
+
+
+# -- a real client (librdkafka) against the scripted responder, through the pipeline -----------
+
+
+def _sasl_tokens(show: bool) -> list[tuple[str, dict[str, object]]]:
+    import json
+    from pathlib import Path
+
+    from kdissect.dissect.registry import DissectorRegistry
+    from kdissect.pipeline import dissect_file
+
+    path = Path(__file__).resolve().parents[3] / "captures" / "kafka" / "scripted_ck_sasl.pcap"
+    if not path.exists():
+        pytest.skip("captures/kafka/scripted_ck_sasl.pcap is not present")
+    ports = json.loads(path.with_suffix(".json").read_text())["ports"]
+    msgs = dissect_file(str(path), DissectorRegistry(decode_as={p: "kafka" for p in ports}),
+                        Options(show_secrets=show))
+    out = []
+    for m in msgs:
+        auth = next((f for f in m.fields if f.name == "auth_bytes" and f.children), None)
+        if auth is not None:
+            out.append((m.kind, {c.name: c.value for c in auth.children or []}))
+    return out
+
+
+def test_capture_sasl_exchanges() -> None:
+    """The client reconnects a varying number of times: check each mechanism's exchanges."""
+    tokens = _sasl_tokens(False)
+    by_mech: dict[object, list[tuple[str, object]]] = {}
+    for kind, t in tokens:
+        by_mech.setdefault(t["mechanism"], []).append((kind, t["step"]))
+    assert set(by_mech) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"}
+    scram = [("request", "client_first"), ("response", "server_first"),
+             ("request", "client_final"), ("response", "server_final")]
+    for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        steps = by_mech[mech]
+        assert steps and len(steps) % 4 == 0 and steps == scram * (len(steps) // 4)
+    assert set(by_mech["PLAIN"]) == {("request", "plain")}
+    assert set(by_mech["OAUTHBEARER"]) == {("request", "client_initial")}
+    plain = [t for _, t in tokens if t["mechanism"] == "PLAIN"]
+    assert {t["username"] for t in plain} == {"alice", "bob"} and {t["password"] for t in plain} == {REDACTED}
+    proofs = {t["proof"] for _, t in tokens if t["step"] == "client_final"}
+    assert proofs == {REDACTED}
+    shown = {t["password"] for _, t in _sasl_tokens(True) if t["mechanism"] == "PLAIN"}
+    assert shown == {"alice-secret", "wrong"}
