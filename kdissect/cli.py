@@ -17,7 +17,12 @@ import click
 
 from kdissect import __version__
 from kdissect.cliutil import build, decode_options, iter_capture, make_console
-from kdissect.errors import KdissectError
+from kdissect.commands.catalog import fields, protocols
+from kdissect.commands.conversations import conversations, follow
+from kdissect.commands.sniff import interfaces, sniff
+from kdissect.commands.spark import spark
+from kdissect.commands.stats import stats
+from kdissect.errors import KdissectError, UsageError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -54,16 +59,36 @@ def read(capture: str, count: int | None, verbose: bool, hexdump: bool, no_color
 @click.argument("capture", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
               help="Write to this file instead of standard output.")
-@click.option("-F", "--format", "fmt", type=click.Choice(["json", "jsonl"]), default="json",
-              show_default=True, help="A JSON array, or JSON Lines (one object per line).")
+@click.option("-F", "--format", "fmt", type=click.Choice(["json", "jsonl", "fields"]), default="json",
+              show_default=True,
+              help="A JSON array, JSON Lines (one object per line), or tab-separated field values (-e).")
+@click.option("-e", "--field", "field_keys", multiple=True, metavar="FIELD",
+              help="With --format fields: a field key to print (repeatable; see `kdissect fields`).")
+@click.option("-E", "field_options", multiple=True, metavar="NAME=VALUE",
+              help="With --format fields: header=y, separator=/t|/s|C, aggregator=C, quote=d|s|n, "
+                   "occurrence=f|l|a.")
 @click.option("-c", "--count", type=click.IntRange(1), help="Stop after this many messages.")
 @decode_options
-def export(capture: str, output: str | None, fmt: str, count: int | None, decode_as: tuple[str, ...],
+def export(capture: str, output: str | None, fmt: str, field_keys: tuple[str, ...],
+           field_options: tuple[str, ...], count: int | None, decode_as: tuple[str, ...],
            max_bytes: int, max_decompressed: int, show_secrets: bool) -> None:
-    """Export the decoded messages of CAPTURE as JSON (schema: docs/json.md)."""
+    """Export the decoded messages of CAPTURE as JSON (schema: docs/json.md) or field values."""
     from kdissect.render.jsonout import dumps, message_dict
 
     registry, opts = build(decode_as, max_bytes, max_decompressed, show_secrets)
+    if (field_keys or field_options) and fmt != "fields":
+        raise UsageError("-e and -E go with --format fields")
+    if fmt == "fields":
+        from kdissect.commands.fieldsout import FieldsWriter, parse_format
+
+        fields_fmt = parse_format(field_options)
+        with _open_output(output) as out:
+            writer = FieldsWriter(field_keys, fields_fmt, max_bytes, out)
+            for n, m in enumerate(iter_capture(capture, registry, opts), 1):
+                writer.write(m)
+                if count is not None and n >= count:
+                    break
+        return
     with _open_output(output) as out:
         first = True
         if fmt == "json":
@@ -95,7 +120,7 @@ def _open_output(path: str | None) -> Iterator[IO[str]]:
 
 
 # Commands defined in their own modules are registered here, explicitly.
-COMMANDS: list[click.Command] = []
+COMMANDS: list[click.Command] = [sniff, interfaces, stats, conversations, follow, protocols, fields, spark]
 for _cmd in COMMANDS:
     cli.add_command(_cmd)
 

@@ -16,6 +16,31 @@ from kdissect.model import Message
 
 F = TypeVar("F", bound=Callable[..., Any])
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
+FILTER_META = "kdissect.display_filter"  # click context meta: the compiled -Y filter
+FILTER_TEXT_META = "kdissect.display_filter_text"  # ... and its text (for code that ships it elsewhere)
+
+
+def _store_filter(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """-Y: compiled once while the options are parsed, so a bad filter fails before any output."""
+    if value:
+        from kdissect.filter import compile_filter
+
+        ctx.meta[FILTER_META] = compile_filter(value)
+        ctx.meta[FILTER_TEXT_META] = value
+
+
+def current_filter() -> Callable[[Message], bool] | None:
+    """The -Y filter of the running command, if any (for commands that run the Pipeline
+    themselves, such as sniff)."""
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(FILTER_META)
+
+
+def current_filter_text() -> str | None:
+    """The -Y expression as typed (already checked): Spark executors compile it themselves,
+    since a compiled filter does not pickle."""
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(FILTER_TEXT_META)
 
 
 def decode_options(f: F) -> F:
@@ -29,6 +54,8 @@ def decode_options(f: F) -> F:
                      show_default=True, help="Cap on the output of any one decompression (bytes)."),
         click.option("--show-secrets", is_flag=True,
                      help="Show SASL passwords, proofs and auth tokens instead of redacting them."),
+        click.option("-Y", "--display-filter", metavar="EXPR", expose_value=False, callback=_store_filter,
+                     help="Only messages matching this display filter (Wireshark syntax; docs/filters.md)."),
     ]
     for dec in reversed(decorators):
         f = dec(f)
@@ -42,8 +69,19 @@ def build(decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int,
     return registry, opts
 
 
-def iter_capture(path: str, registry: DissectorRegistry, opts: Options) -> Iterator[Message]:
-    """Messages of a capture file, with a progress bar on a terminal and file warnings at the end."""
+def iter_capture(path: str, registry: DissectorRegistry, opts: Options,
+                 display_filter: Callable[[Message], bool] | None = None) -> Iterator[Message]:
+    """Messages of a capture file that pass the display filter (the argument, else the command's
+    -Y), with a progress bar on a terminal and file warnings at the end."""
+    keep = display_filter if display_filter is not None else current_filter()
+    messages = _iter_all(path, registry, opts)
+    if keep is None:
+        yield from messages
+    else:
+        yield from filter(keep, messages)
+
+
+def _iter_all(path: str, registry: DissectorRegistry, opts: Options) -> Iterator[Message]:
     from kdissect.pipeline import dissect_file
 
     warnings: list[str] = []

@@ -9,7 +9,9 @@ pipeline has emitted them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from enum import Enum
+from functools import lru_cache
 from typing import Any
 
 
@@ -78,6 +80,22 @@ FLAGS = "flags"  # an integer with the set flag names in Field.display
 TIME_MS = "time_ms"  # milliseconds since the epoch; Field.display has the date
 BYTES = "bytes"  # raw bytes: text when printable, else hex
 RAW = "raw"  # undecoded bytes kept for the user
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MAX_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
+
+
+@lru_cache(maxsize=4096)
+def format_ms(ms: int) -> str | None:
+    """A TIME_MS value as ISO-8601 UTC with milliseconds; -1 (no timestamp) is "none"; None when
+    out of range. Renderers call it: dissectors store the number only."""
+    if ms == -1:
+        return "none"
+    if not 0 <= ms <= _MAX_MS:
+        return None
+    t = _EPOCH + timedelta(milliseconds=ms)
+    return f"{t:%Y-%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
 
 
 class Field:

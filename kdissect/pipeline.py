@@ -116,10 +116,7 @@ class Pipeline:
         side = conv.side_of(seg.src, seg.sport)
         r = conv.reasm[side]
         if seg.flags & SYN:
-            r.syn(seg.seq)
-            conv.syn_seen[side] = True
-            if conv.client is None:
-                conv.client = side if not seg.flags & ACK else 1 - side
+            self._syn(conv, side, seg)
         # The ACK first: it acknowledges what the peer sent before this segment, so bytes it
         # reveals as lost (and the backlog behind them) precede this segment's own data.
         if seg.flags & ACK:
@@ -160,6 +157,13 @@ class Pipeline:
             self._close(conv)
             self.conversations.pop((conv.a, conv.b), None)
         return True
+
+    @staticmethod
+    def _syn(conv: Conversation, side: int, seg: TcpSegment) -> None:
+        conv.reasm[side].syn(seg.seq)
+        conv.syn_seen[side] = True
+        if conv.client is None:
+            conv.client = side if not seg.flags & ACK else 1 - side
 
     # -- detection ---------------------------------------------------------------------
 
@@ -322,10 +326,8 @@ def dissect_file(path: str, registry: DissectorRegistry | None = None, opts: Opt
     pipe = Pipeline(registry, opts, flow_filter=flow_filter)
     pipe.capture = path
     with CaptureFile(path) as cap:
-        n = 0
-        for frame in cap:
+        for n, frame in enumerate(cap, 1):
             yield from pipe.feed(frame)
-            n += 1
             if progress is not None and n % 2048 == 0:
                 progress(cap.position())
         yield from pipe.finish()

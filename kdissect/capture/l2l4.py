@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kdissect.capture.pcapfile import RawFrame
@@ -40,43 +41,60 @@ class TcpSegment:
     missing: int  # payload bytes cut off by the snaplen
 
 
-def _network_offset(linktype: int, d: bytes) -> tuple[int, int] | None:
-    """(ethertype, offset of the network header) for a link type, or None."""
-    if linktype == 1:  # Ethernet
-        if len(d) < 14:
-            return None
-        etype = _HH(d, 12)[0]
-        off = 14
-        while etype in VLAN_TYPES and len(d) >= off + 4:
-            etype = _HH(d, off + 2)[0]
-            off += 4
-        return etype, off
-    if linktype == 113:  # Linux cooked SLL
-        return (_HH(d, 14)[0], 16) if len(d) >= 16 else None
-    if linktype == 276:  # Linux cooked SLL2
-        return (_HH(d, 0)[0], 20) if len(d) >= 20 else None
-    if linktype in (0, 108):  # BSD NULL (host order) / LOOP (network order)
+def _ethernet(d: bytes) -> tuple[int, int] | None:
+    if len(d) < 14:
+        return None
+    etype = _HH(d, 12)[0]
+    off = 14
+    while etype in VLAN_TYPES and len(d) >= off + 4:
+        etype = _HH(d, off + 2)[0]
+        off += 4
+    return etype, off
+
+
+def _sll(d: bytes) -> tuple[int, int] | None:
+    return (_HH(d, 14)[0], 16) if len(d) >= 16 else None
+
+
+def _sll2(d: bytes) -> tuple[int, int] | None:
+    return (_HH(d, 0)[0], 20) if len(d) >= 20 else None
+
+
+def _loopback(order: str) -> Callable[[bytes], tuple[int, int] | None]:
+    """BSD NULL (host byte order, written on either kind of host) or OpenBSD LOOP (network order)."""
+    other = "little" if order == "big" else "big"
+
+    def parse(d: bytes) -> tuple[int, int] | None:
         if len(d) < 4:
             return None
-        af = int.from_bytes(d[0:4], "big" if linktype == 108 else "little")
-        if af > 0xFFFF:  # written on a host of the other byte order
-            af = int.from_bytes(d[0:4], "little" if linktype == 108 else "big")
+        af = int.from_bytes(d[0:4], order)  # type: ignore[arg-type]
+        if af > 0xFFFF:
+            af = int.from_bytes(d[0:4], other)  # type: ignore[arg-type]
         if af == 2:
             return ETH_IPV4, 4
-        if af in (10, 24, 28, 30):
-            return ETH_IPV6, 4
+        return (ETH_IPV6, 4) if af in (10, 24, 28, 30) else None
+
+    return parse
+
+
+def _raw_ip(d: bytes) -> tuple[int, int] | None:
+    if not d:
         return None
-    if linktype in (101, 12, 14, 228, 229):  # raw IP
-        if not d:
-            return None
-        return (ETH_IPV4 if d[0] >> 4 == 4 else ETH_IPV6), 0
-    return None
+    return (ETH_IPV4 if d[0] >> 4 == 4 else ETH_IPV6), 0
+
+
+# linktype -> parser returning (ethertype, offset of the network header)
+LINK_LAYERS: dict[int, Callable[[bytes], tuple[int, int] | None]] = {
+    1: _ethernet, 113: _sll, 276: _sll2, 0: _loopback("little"), 108: _loopback("big"),
+    101: _raw_ip, 12: _raw_ip, 14: _raw_ip, 228: _raw_ip, 229: _raw_ip,
+}
 
 
 def decode(frame: RawFrame) -> TcpSegment | None:
     """The TCP segment in a frame, or None when there is none."""
     d = frame.data
-    net = _network_offset(frame.linktype, d)
+    link = LINK_LAYERS.get(frame.linktype)
+    net = link(d) if link is not None else None
     if net is None:
         return None
     etype, off = net

@@ -52,7 +52,7 @@ class CaptureFile:
             raise UsageError(f"cannot open {path}: {e.strerror or e}") from None
         head = raw.read(4)
         raw.seek(0)
-        self._f: BinaryIO = gzip.open(raw) if head[:2] == GZIP_MAGIC else raw  # type: ignore[assignment]
+        self._f: BinaryIO = gzip.open(raw) if head[:2] == GZIP_MAGIC else raw  # type: ignore[assignment]  # noqa: SIM115
         self._raw = raw
         try:
             self._magic = self._f.read(4)
@@ -128,51 +128,45 @@ class CaptureFile:
     # -- pcapng ------------------------------------------------------------------------
 
     def _pcapng(self) -> Iterator[RawFrame]:
-        read = self._f.read
-        first = True
-        order = "<"
         ifaces: list[tuple[int, float, int]] = []  # (linktype, seconds per tick, offset s)
         number = 0
-        while True:
-            h = self._magic + read(4) if first else read(8)
-            first = False
-            if len(h) < 8:
-                if h:
-                    self._cut("a block header")
-                return
-            btype_raw = h[0:4]
-            if btype_raw == PCAPNG_SHB:
-                bom = read(4)
-                if len(bom) < 4:
-                    self._cut("a section header")
-                    return
-                order = "<" if bom == b"\x4d\x3c\x2b\x1a" else ">"
-                blen = struct.unpack(order + "I", h[4:8])[0]
-                if blen < 28 or blen > MAX_RECORD:
-                    self.warnings.append(f"{self.path}: bad pcapng section header; stopped")
-                    return
-                body = bom + read(blen - 16)
+        for btype, body, order in self._blocks():
+            if btype == 0x0A0D0D0A:  # a new section: interface ids start again
                 ifaces = []
-            else:
-                btype, blen = struct.unpack(order + "II", h)
-                if blen < 12 or blen > MAX_RECORD:
-                    self.warnings.append(f"{self.path}: bad pcapng block length {blen}; stopped")
-                    return
-                body = read(blen - 12)
-            trailer = read(4)
-            self.bytes_read += 12 + len(body)
-            if len(body) < blen - 12 or len(trailer) < 4:
-                self._cut(f"the block after frame {number}")
-                return
-            if btype_raw == PCAPNG_SHB:
-                continue
-            if btype == 1:  # Interface Description Block
+            elif btype == 1:  # Interface Description Block
                 ifaces.append(_idb(body, order))
             elif btype in (6, 3, 2):
                 frame = _packet_block(btype, body, order, ifaces, number + 1)
                 if frame is not None:
                     number += 1
                     yield frame
+
+    def _blocks(self) -> Iterator[tuple[int, bytes, str]]:
+        """(block type, body, byte order) of each pcapng block; stops at a cut or bad block."""
+        read = self._f.read
+        order = "<"
+        h = self._magic + read(4)
+        while len(h) == 8:
+            if h[0:4] == PCAPNG_SHB:
+                bom = read(4)
+                order = "<" if bom == b"\x4d\x3c\x2b\x1a" else ">"
+                btype, blen, head = 0x0A0D0D0A, struct.unpack(order + "I", h[4:8])[0], bom
+            else:
+                btype, blen = struct.unpack(order + "II", h)
+                head = b""
+            if not 12 + len(head) <= blen <= MAX_RECORD:
+                self.warnings.append(f"{self.path}: bad pcapng block length {blen}; stopped")
+                return
+            body = head + read(blen - 12 - len(head))
+            trailer = read(4)
+            self.bytes_read += 12 + len(body)
+            if len(body) < blen - 12 or len(trailer) < 4:
+                self._cut("a pcapng block")
+                return
+            yield btype, body, order
+            h = read(8)
+        if h:
+            self._cut("a block header")
 
 
 def _idb(body: bytes, order: str) -> tuple[int, float, int]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kdissect.errors import DecodeError
 from kdissect.dissect.matcher import Matcher
+from kdissect.errors import DecodeError
 from kdissect.framing.length_prefixed import Framer
 from kdissect.model import Diagnostic, Field, Group, Message, Severity
 

@@ -50,7 +50,7 @@ def _sasl_mechanism(data: bytes, pos: int, flexible: bool) -> str | None:
 class KafkaDissector:
     name = "kafka"
     title = "Kafka"
-    ports = (9092,)
+    ports: tuple[int, ...] = (9092,)
     max_frame = MAX_FRAME
 
     # -- detection ---------------------------------------------------------------------
@@ -134,7 +134,9 @@ class KafkaDissector:
         name = api_name(hdr.api_key)
         msg.info.update(op=name, op_code=hdr.api_key, version=hdr.api_version,
                         corr=hdr.correlation_id, client_id=hdr.client_id)
-        msg.summary = f"{name} v{hdr.api_version} request"
+        msg.summary = f"{name} v{hdr.api_version} request corr={hdr.correlation_id}"
+        if hdr.client_id:
+            msg.summary += f" client={hdr.client_id}"
         if hdr.api_key == SASL_HANDSHAKE:
             state.extra["sasl_mechanism"] = _sasl_mechanism(msg.data, r.pos, hdr.header_version >= 2)
         if hdr.api_key == PRODUCE:
@@ -164,7 +166,7 @@ class KafkaDissector:
         msg.fields.append(hfield)
         name = api_name(api_key)
         msg.info.update(op=name, op_code=api_key, version=version)
-        msg.summary = f"{name} v{version} response"
+        msg.summary = f"{name} v{version} response corr={corr}"
         self._body(msg, r, api_key, version, False, opts, state)
 
     def _unmatched(self, msg: Message, r: WireReader, corr: int, opts: Options,
@@ -177,7 +179,7 @@ class KafkaDissector:
             msg.info.update(op=name, op_code=api_key, version=version)
             _, hfield = read_response_header(r, response_header_version(api_key, version))
             msg.fields.append(hfield)
-            msg.summary = f"{name} v{version} response (inferred)"
+            msg.summary = f"{name} v{version} response corr={corr} (inferred)"
             span = f"v{versions[-1]}-v{version}" if len(versions) > 1 else f"v{version}"
             msg.add(Diagnostic(Severity.WARNING, Group.ASSUMPTION, "kafka.api_inferred",
                                f"no request with correlation id {corr} was captured: the body fits only "

@@ -11,7 +11,6 @@ from __future__ import annotations
 import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import Any
 
 from kdissect.dissect.base import Options
@@ -57,12 +56,6 @@ MIN_SIZE = {"int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64"
             "float64": 8, "bool": 1, "uuid": 16, "string": 1, "bytes": 1, "records": 1}
 
 
-def time_display(ms: int) -> str | None:
-    if ms <= 0 or ms > 253402300799999:
-        return None
-    return datetime.fromtimestamp(ms / 1000.0, timezone.utc).isoformat(timespec="milliseconds")
-
-
 def fixed(name: str, typ: str, flags: str) -> Dec:
     size, unpack = _FIXED[typ]
     if "E" in flags:
@@ -99,7 +92,7 @@ def _timestamp(name: str, unpack: Callable[[Any, int], tuple[Any, ...]]) -> Dec:
             raise Truncated(f"{name}: int64 past the end", p)
         r.pos = p + 8
         v = unpack(r.buf, p)[0]
-        return Field(name, v, p, 8, None, TIME_MS, time_display(v))
+        return Field(name, v, p, 8, None, TIME_MS)
     return dec
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from functools import lru_cache
+from datetime import datetime, timezone
 
 from kdissect.dissect.base import Options
 from kdissect.kafka.compression import Inflated, codec_name, inflate
@@ -62,18 +61,6 @@ class Ctx:
         return out.data
 
 
-@lru_cache(maxsize=4096)
-def time_display(ms: int) -> str | None:
-    """Milliseconds since the epoch as ISO-8601 UTC with milliseconds; -1 is "none". Cached:
-    the records of a batch mostly share a handful of timestamps."""
-    if ms == -1:
-        return "none"
-    if not 0 <= ms <= _MAX_MS:
-        return None
-    t = _EPOCH + timedelta(milliseconds=ms)
-    return f"{t:%Y-%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
-
-
 def plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}es" if noun.endswith("ch") else f"{n} {noun}s"
 
@@ -93,7 +80,7 @@ def leaf(name: str, value: object, off: int, length: int, real: bool, hint: str 
 
 
 def time_leaf(name: str, ms: int, off: int, length: int, real: bool) -> Field:
-    return leaf(name, ms, off, length, real, TIME_MS, time_display(ms))
+    return leaf(name, ms, off, length, real, TIME_MS)
 
 
 def bytes_leaf(name: str, value: bytes | None, off: int, length: int, real: bool) -> Field:

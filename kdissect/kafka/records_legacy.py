@@ -14,7 +14,6 @@ from kdissect.kafka.records_common import (
     flags_display,
     leaf,
     plural,
-    time_display,
     time_leaf,
     walk,
 )
@@ -126,4 +125,3 @@ def _wrapper_fixups(children: list[Field], magic: int, offset: int, attrs: int) 
         ts = m.child("timestamp")
         if attrs & LOG_APPEND_TIME and ts is not None and wrapper_ts is not None:
             ts.value = wrapper_ts
-            ts.display = time_display(wrapper_ts)

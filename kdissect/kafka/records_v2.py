@@ -14,7 +14,6 @@ from kdissect.kafka.records_common import (
     Ctx,
     flags_display,
     leaf,
-    time_display,
     time_leaf,
 )
 from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, TIME_MS, Field, Group, Severity, array
@@ -173,7 +172,7 @@ def _record(r: WireReader, hdr: dict[str, int], ctx: Ctx, real: bool) -> Field:
         Field("timestamp_delta", ts_delta, at + 1 if real else -1, p2 - at - 1),
         Field("offset_delta", off_delta, p2 if real else -1, p3 - p2),
         Field("offset", offset, p2 if real else -1, p3 - p2),
-        Field("timestamp", ts, at + 1 if real else -1, p2 - at - 1, None, TIME_MS, time_display(ts)),
+        Field("timestamp", ts, at + 1 if real else -1, p2 - at - 1, None, TIME_MS),
         kf, vf, headers,
     ]
     if attrs & CONTROL:

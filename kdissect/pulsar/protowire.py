@@ -13,7 +13,6 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -60,16 +59,6 @@ TIME_FIELDS = frozenset({
     "publish_time", "event_time", "deliver_at_time", "broker_timestamp", "message_publish_time",
     "created_at_ms", "sealed_at_ms",
 })
-
-
-def time_display(ms: int) -> str | None:
-    if ms <= 0:
-        return None
-    try:
-        dt = datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        return None
-    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass
@@ -208,7 +197,7 @@ def _from_varint(p: Plan, v: int) -> Field:
         return Field(p.name, iv, hint=ENUM, display=sym if sym is not None else f"unknown({iv})")
     value: Any = _VARINT_CONV.get(p.type, _VARINT_CONV["uint64"])(v)
     if p.name in TIME_FIELDS and isinstance(value, int):
-        return Field(p.name, value, hint=TIME_MS, display=time_display(value))
+        return Field(p.name, value, hint=TIME_MS)
     return Field(p.name, value)
 
 

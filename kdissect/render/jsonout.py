@@ -6,9 +6,10 @@ import base64
 import json
 from typing import Any
 
-from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, Field, Message
+from kdissect.model import ARRAY, ENUM, FLAGS, RAW, STRUCT, Field, Message
 
 SCHEMA_VERSION = 1
+_WHITESPACE = {ord("\t"): None, ord("\r"): None, ord("\n"): None}
 
 
 def printable(b: bytes) -> str | None:
@@ -17,7 +18,7 @@ def printable(b: bytes) -> str | None:
         s = b.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    if all(c.isprintable() or c in "\t\r\n" for c in s):
+    if s.isprintable() or s.translate(_WHITESPACE).isprintable():
         return s
     return None
 

@@ -9,7 +9,19 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, TIME_MS, Field, Message, Severity
+from kdissect.model import (
+    ARRAY,
+    BYTES,
+    ENUM,
+    FLAGS,
+    RAW,
+    STRUCT,
+    TIME_MS,
+    Field,
+    Message,
+    Severity,
+    format_ms,
+)
 from kdissect.render.jsonout import printable
 
 PROTO_STYLE = {"kafka": "cyan", "zookeeper": "green", "pulsar": "magenta", "rocketmq": "yellow"}
@@ -50,8 +62,9 @@ def value_text(f: Field, max_bytes: int) -> str:
         return f"{shown}{suffix} [{len(b)} bytes]"
     if f.hint in (ENUM, FLAGS) and f.display is not None:
         return f"{f.display} ({v})"
-    if f.hint == TIME_MS and f.display is not None:
-        return f"{f.display} ({v})"
+    if f.hint == TIME_MS and isinstance(v, int):
+        when = f.display or format_ms(v)
+        return f"{when} ({v})" if when else str(v)
     if v is None:
         return "null"
     if isinstance(v, str):

@@ -63,7 +63,7 @@ def _header_fields(h: Header, is_request: bool) -> list[Field]:
 class RocketMQDissector:
     name = "rocketmq"
     title = "RocketMQ"
-    ports = PORTS
+    ports: tuple[int, ...] = PORTS
     max_frame = MAX_FRAME
 
     def probe(self, head: bytes) -> float:

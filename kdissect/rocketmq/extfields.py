@@ -6,7 +6,6 @@ for pulls) and the properties string its name/value pairs."""
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from typing import Any
 
@@ -28,13 +27,6 @@ from kdissect.rocketmq.tables import (
 )
 
 _INT = re.compile(r"-?\d{1,19}")
-
-
-def time_display(ms: int) -> str | None:
-    try:
-        return dt.datetime.fromtimestamp(ms / 1000.0, dt.timezone.utc).isoformat(timespec="milliseconds")
-    except (OverflowError, OSError, ValueError):
-        return None
 
 
 def _as_int(value: Any) -> int | None:
@@ -65,7 +57,7 @@ def _typed(key: str, e: ExtEntry, name: str, label: str | None, code: int | None
         return Field(name, value, e.offset, e.length, label=label), value
     f = Field(name, n, e.offset, e.length, label=label)
     if key in TIME_EXT_KEYS:
-        f.hint, f.display = TIME_MS, time_display(n)
+        f.hint = TIME_MS
     elif key == "sysFlag":
         display = _sysflag_display(code, n)
         if display is not None:

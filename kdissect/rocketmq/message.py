@@ -25,7 +25,6 @@ from kdissect.model import (
     struct,
 )
 from kdissect.rocketmq.compress import DecompressError, decompress
-from kdissect.rocketmq.extfields import time_display
 from kdissect.rocketmq.props import properties_from_bytes
 from kdissect.rocketmq.tables import (
     COMPRESSION_MASK,
@@ -124,11 +123,9 @@ def decode_stored(r: WireReader, opts: Options, diags: list[Diagnostic]) -> tupl
     phys = fr.read("physical_offset", mr.int64)
     sysflag = fr.read("sys_flag", mr.int32, FLAGS)
     fr.fields[-1].display = message_sysflag_names(sysflag)
-    born = fr.read("born_timestamp", mr.int64, TIME_MS)
-    fr.fields[-1].display = time_display(born)
+    fr.read("born_timestamp", mr.int64, TIME_MS)
     fr.host("born_host", bool(sysflag & SYSFLAG_BORNHOST_V6))
-    stored_ts = fr.read("store_timestamp", mr.int64, TIME_MS)
-    fr.fields[-1].display = time_display(stored_ts)
+    fr.read("store_timestamp", mr.int64, TIME_MS)
     store = fr.host("store_host", bool(sysflag & SYSFLAG_STOREHOST_V6))
     fr.read("reconsume_times", mr.int32)
     fr.read("prepared_transaction_offset", mr.int64)

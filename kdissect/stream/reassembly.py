@@ -96,7 +96,19 @@ class Reassembler:
             d -= 1  # the FIN's sequence number is acknowledged too
         if d <= 0 or d > 1 << 30:
             return []
-        return self._gap_to((self.next_seq + d) & MASK)
+        target = (self.next_seq + d) & MASK
+        out: list[Event] = []
+        # Lost: what lies before the acknowledged point and is not in the backlog.
+        for _ in range(len(self.backlog) + 1):
+            if seq_diff(target, self.next_seq) <= 0:
+                break
+            nxt = self._earliest() if self.backlog else None
+            if nxt is not None and seq_diff(nxt, target) < 0:
+                out.extend(self._gap_to(nxt))
+            else:
+                out.extend(self._gap_to(target))
+                break
+        return out
 
     def cut(self, seq_end: int, missing: int, frame: int) -> list[Event]:
         """A segment ending at seq_end lost `missing` bytes to the snaplen."""

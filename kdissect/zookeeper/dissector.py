@@ -43,7 +43,7 @@ def _is_binary(data: bytes) -> bool:
 class ZooKeeperDissector:
     name = "zookeeper"
     title = "ZooKeeper"
-    ports = (2181,)
+    ports: tuple[int, ...] = (2181,)
     max_frame = MAX_FRAME
 
     # -- detection ---------------------------------------------------------------------

@@ -17,7 +17,7 @@ from kafka.record.memory_records import MemoryRecords
 from kdissect.dissect.base import Options
 from kdissect.kafka import records_common
 from kdissect.kafka.records import decode_records
-from kdissect.kafka.records_common import time_display
+from kdissect.model import format_ms as time_display
 from kdissect.model import ARRAY, FLAGS, TIME_MS, Diagnostic, Field, Group, Severity
 
 OPTS = Options()

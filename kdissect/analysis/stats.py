@@ -1,0 +1,232 @@
+"""Streaming statistics over decoded messages (`kdissect stats`), memory bounded.
+
+Per protocol, operation (msg.info["op"]) and version: requests, responses, events, errors by
+name and a response-time sketch (Wireshark's Service Response Time); record throughput per topic
+and partition; per client id; per path (ZooKeeper and any protocol that sets info["path"]); per
+conversation; diagnostics by key. Each table holds at most `max_keys` rows: later keys fold into
+an OTHER row. Nothing is kept per message.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from kdissect.analysis.sketch import QuantileSketch
+from kdissect.analysis.throughput import record_volumes
+from kdissect.model import Message
+
+OTHER = "(other)"
+MAX_KEYS = 10_000
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+@dataclass(slots=True)
+class OpStats:
+    requests: int = 0
+    responses: int = 0
+    events: int = 0
+    unmatched: int = 0  # requests that expected a response and got none in the capture
+    bytes: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    rtt: QuantileSketch = field(default_factory=QuantileSketch)
+
+
+@dataclass(slots=True)
+class Flow:
+    """Records and bytes one way (produced or fetched)."""
+
+    messages: int = 0
+    records: int = 0
+    bytes: int = 0
+
+
+@dataclass(slots=True)
+class TopicStats:
+    produced: Flow = field(default_factory=Flow)
+    fetched: Flow = field(default_factory=Flow)
+
+
+@dataclass(slots=True)
+class ClientStats:
+    requests: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    errors: int = 0
+    produced: Flow = field(default_factory=Flow)
+
+
+@dataclass(slots=True)
+class PathStats:
+    count: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    rtt_total: float = 0.0
+    rtt_count: int = 0
+
+
+@dataclass(slots=True)
+class ConvStats:
+    protocol: str
+    client: str
+    server: str
+    messages: int = 0
+    bytes: int = 0
+    errors: int = 0
+    rtt_total: float = 0.0
+    rtt_count: int = 0
+    rtt_max: float = 0.0
+    first_ts: float = 0.0
+    last_ts: float = 0.0
+
+
+def bounded(table: dict[K, V], key: K, other: K, make: Callable[[], V], max_keys: int) -> V:
+    """table[key], created with make(); past max_keys new keys share the `other` row."""
+    row = table.get(key)
+    if row is None:
+        if len(table) >= max_keys:
+            key = other
+            row = table.get(key)
+        if row is None:
+            row = table[key] = make()
+    return row
+
+
+def error_of(m: Message) -> str | None:
+    """The error name of a response (None on success or when not a response)."""
+    err = m.info.get("error")
+    if err:
+        return str(err)
+    code = m.info.get("error_code")
+    if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+        return f"error {code}"
+    return None
+
+
+def _fact(m: Message, key: str) -> Any:
+    v = m.info.get(key)
+    if v is None and m.peer is not None:
+        v = m.peer.info.get(key)
+    return v
+
+
+class Stats:
+    def __init__(self, max_keys: int = MAX_KEYS) -> None:
+        self.max_keys = max_keys
+        self.messages = 0
+        self.bytes = 0
+        self.first_ts: float | None = None
+        self.last_ts = 0.0
+        self.protocols: Counter[str] = Counter()
+        self.ops: dict[tuple[str, str, int | None], OpStats] = {}
+        self.rtt: dict[str, QuantileSketch] = {}
+        self.topics: dict[tuple[str, int | None], TopicStats] = {}
+        self.topic_names: dict[str, str] = {}  # topic id -> name, learnt from Metadata responses
+        self.clients: dict[tuple[str, str], ClientStats] = {}
+        self.paths: dict[tuple[str, str, str], PathStats] = {}
+        self.conversations: dict[int, ConvStats] = {}
+        self.diagnostics: Counter[tuple[str, str]] = Counter()
+
+    def add_all(self, messages: Iterable[Message]) -> Stats:
+        for m in messages:
+            self.add(m)
+        return self
+
+    def add(self, m: Message) -> None:
+        size = len(m.data)
+        self.messages += 1
+        self.bytes += size
+        if self.first_ts is None:
+            self.first_ts = m.ts
+        self.last_ts = max(self.last_ts, m.ts)
+        self.protocols[m.protocol] += 1
+        rtt = m.match.rtt * 1000.0 if m.kind == "response" and m.match and m.match.rtt is not None else None
+        err = error_of(m) if m.kind == "response" else None
+        self._op(m, size, rtt, err)
+        self._volumes(m)
+        self._client(m, size, err)
+        self._path(m, rtt, err)
+        self._conversation(m, size, rtt, err)
+        for d in m.diagnostics:
+            if len(self.diagnostics) < self.max_keys or (d.severity.value, d.key) in self.diagnostics:
+                self.diagnostics[(d.severity.value, d.key)] += 1
+
+    def _op(self, m: Message, size: int, rtt: float | None, err: str | None) -> None:
+        op = _fact(m, "op") or "(unknown)"
+        version = _fact(m, "version")
+        key = (m.protocol, str(op), version if isinstance(version, int) else None)
+        row = bounded(self.ops, key, (m.protocol, OTHER, None), OpStats, self.max_keys)
+        row.bytes += size
+        if m.kind == "request":
+            row.requests += 1
+            if m.expects_response and m.match is None:
+                row.unmatched += 1
+        elif m.kind == "response":
+            row.responses += 1
+            if err:
+                row.errors[err] += 1
+        else:
+            row.events += 1
+        if rtt is not None:
+            row.rtt.add(rtt)
+            self.rtt.setdefault(m.protocol, QuantileSketch()).add(rtt)
+
+    def _volumes(self, m: Message) -> None:
+        names = self.topic_names if len(self.topic_names) < self.max_keys else None
+        for v in record_volumes(m.fields, names):
+            key = (v.topic or "?", v.partition)
+            row = bounded(self.topics, key, (OTHER, None), TopicStats, self.max_keys)
+            flow = row.produced if m.kind == "request" else row.fetched
+            flow.messages += 1
+            flow.records += v.records
+            flow.bytes += v.bytes
+            if m.kind == "request":
+                cid = m.info.get("client_id")
+                if isinstance(cid, str):
+                    c = bounded(self.clients, (m.protocol, cid), (m.protocol, OTHER), ClientStats, self.max_keys)
+                    c.produced.records += v.records
+                    c.produced.bytes += v.bytes
+
+    def _client(self, m: Message, size: int, err: str | None) -> None:
+        cid = _fact(m, "client_id")
+        if not isinstance(cid, str):
+            return
+        row = bounded(self.clients, (m.protocol, cid), (m.protocol, OTHER), ClientStats, self.max_keys)
+        if m.kind == "request":
+            row.requests += 1
+            row.bytes_sent += size
+        else:
+            row.bytes_received += size
+            row.errors += 1 if err else 0
+
+    def _path(self, m: Message, rtt: float | None, err: str | None) -> None:
+        path = _fact(m, "path")
+        if not isinstance(path, str):
+            return
+        key = (m.protocol, str(_fact(m, "op") or m.kind), path)
+        row = bounded(self.paths, key, (m.protocol, OTHER, OTHER), PathStats, self.max_keys)
+        if m.kind != "response":
+            row.count += 1
+        if err:
+            row.errors[err] += 1
+        if rtt is not None:
+            row.rtt_total += rtt
+            row.rtt_count += 1
+
+    def _conversation(self, m: Message, size: int, rtt: float | None, err: str | None) -> None:
+        row = self.conversations.get(m.stream)
+        if row is None:
+            client, server = (m.src, m.dst) if m.to_server else (m.dst, m.src)
+            row = ConvStats(m.protocol, client, server, first_ts=m.ts)
+            if len(self.conversations) < self.max_keys:
+                self.conversations[m.stream] = row
+        row.messages += 1
+        row.bytes += size
+        row.last_ts = max(row.last_ts, m.ts)
+        row.errors += 1 if err else 0
+        if rtt is not None:
+            row.rtt_total += rtt
+            row.rtt_count += 1
+            row.rtt_max = max(row.rtt_max, rtt)

@@ -1,0 +1,187 @@
+"""`kdissect sniff`: decode live traffic as it arrives; `kdissect interfaces`: what can be sniffed."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+import click
+
+from kdissect.cliutil import build, current_filter, decode_options, make_console
+from kdissect.model import Message
+
+
+class _StopFlag:
+    """Counts SIGINT/SIGTERM: the first stops capturing (what the kernel holds is still
+    decoded), a second one stops at once. Checked at least every poll interval."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._saved: dict[int, Any] = {}
+
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+
+    def __enter__(self) -> _StopFlag:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._saved[sig] = signal.signal(sig, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._saved.items():
+            signal.signal(sig, old)
+
+
+def _emitter(fmt: str, verbose: bool, hexdump: bool, no_color: bool, max_bytes: int) -> Callable[[Message], None]:
+    if fmt == "jsonl":
+        from kdissect.render.jsonout import dumps, message_dict
+
+        out = sys.stdout
+
+        def emit(m: Message) -> None:
+            out.write(dumps(message_dict(m, max_bytes)) + "\n")
+
+        return emit
+    from kdissect.render.text import TextRenderer
+
+    return TextRenderer(make_console(no_color), verbose, hexdump, max_bytes).render
+
+
+class _Session:
+    """One capture: packets in, messages out, the counts for the closing line."""
+
+    def __init__(self, emit: Callable[[Message], None], count: int | None, writer: Any,
+                 keep: Callable[[Message], bool] | None = None) -> None:
+        self.emit = emit
+        self.count = count
+        self.writer = writer
+        self.keep = keep  # the -Y display filter
+        self.packets = 0
+        self.messages = 0  # decoded
+        self.shown = 0  # passed the display filter and printed
+        self.overflow = 0
+
+    @property
+    def done(self) -> bool:
+        return self.count is not None and self.shown >= self.count
+
+    def output(self, messages: list[Message]) -> None:
+        for m in messages:
+            if self.done:
+                return
+            self.messages += 1
+            if self.keep is None or self.keep(m):
+                self.emit(m)
+                self.shown += 1
+
+    def summary(self, dropped: int, write_path: str | None) -> str:
+        parts = [f"{self.packets} packets", f"{self.messages} messages"]
+        if self.keep is not None:
+            parts.append(f"{self.shown} shown")
+        parts.append(f"{dropped} dropped by the kernel")
+        if self.overflow:
+            parts.append(f"{self.overflow} dropped (decoder backlog full)")
+        if self.writer is not None:
+            parts.append(f"{self.writer.packets} written to {write_path}")
+        return "kdissect: " + ", ".join(parts)
+
+    def run(self, cap: Any, pipe: Any, stop: _StopFlag, deadline: float | None) -> None:
+        from kdissect.capture.live import Drainer
+
+        def stopping() -> bool:
+            return stop.count > 0 or (deadline is not None and time.monotonic() >= deadline)
+
+        drainer = Drainer(cap, stopping)
+        try:
+            self._loop(drainer, pipe, stop)
+        finally:
+            drainer.close()
+            self.overflow = drainer.overflow
+        if not self.done and stop.count < 2:
+            self.output(pipe.finish())
+
+    def _loop(self, drainer: Any, pipe: Any, stop: _StopFlag) -> None:
+        writer = self.writer
+        for batch in drainer.batches():
+            for pkt in batch:
+                self.packets += 1
+                if writer is not None:
+                    writer.write(pkt.frame.data, pkt.frame.wirelen, pkt.ts_ns)
+                self.output(pipe.feed(pkt.frame))
+                if self.done:
+                    return
+            if batch:
+                sys.stdout.flush()
+                if writer is not None:
+                    writer.flush()
+            if stop.count > 1:  # a second Ctrl-C: stop draining what the kernel captured
+                return
+
+
+@click.command()
+@click.option("-i", "--interface", required=True, help="Interface to capture on (`any`: all of them).")
+@click.option("-f", "--filter", "bpf_filter", default="", metavar="BPF",
+              help="Capture filter in tcpdump syntax, run in the kernel (e.g. 'tcp port 9092').")
+@click.option("-c", "--count", type=click.IntRange(1), help="Stop after this many messages (shown ones, with -Y).")
+@click.option("--duration", type=click.FloatRange(0, min_open=True), metavar="SECONDS",
+              help="Stop after this many seconds.")
+@click.option("-w", "--write", "write_path", type=click.Path(dir_okay=False),
+              help="Also write the captured packets to this pcap file (readable by `kdissect read`).")
+@click.option("-F", "--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text",
+              show_default=True, help="One line per message, or JSON Lines (schema: docs/json.md).")
+@click.option("-V", "--verbose", is_flag=True, help="Show the decoded field tree under each message.")
+@click.option("-x", "--hex", "hexdump", is_flag=True, help="Show a hex dump of each message's bytes.")
+@click.option("--no-color", is_flag=True, help="Plain text even on a terminal (NO_COLOR is honoured too).")
+@click.option("-B", "--buffer-size", type=click.IntRange(4, 4096), default=64, show_default=True,
+              metavar="MIB", help="Kernel capture ring size in MiB (absorbs bursts while decoding).")
+@decode_options
+def sniff(interface: str, bpf_filter: str, count: int | None, duration: float | None, write_path: str | None,
+          fmt: str, verbose: bool, hexdump: bool, no_color: bool, buffer_size: int,
+          decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int, show_secrets: bool) -> None:
+    """Capture on INTERFACE and print each message as soon as it is complete, each response
+    with its response time. Ctrl-C or SIGTERM stops; one summary line goes to stderr."""
+    from kdissect.capture.live import LiveCapture
+    from kdissect.capture.pcapwriter import PcapWriter
+    from kdissect.pipeline import Pipeline
+
+    registry, opts = build(decode_as, max_bytes, max_decompressed, show_secrets)
+    emit = _emitter(fmt, verbose, hexdump, no_color, max_bytes)
+    pipe = Pipeline(registry, opts, hold=False)
+    pipe.capture = f"live:{interface}"
+    with LiveCapture(interface, bpf_filter, buffer_size) as cap, _StopFlag() as stop:
+        writer = PcapWriter(write_path, cap.linktype) if write_path else None
+        session = _Session(emit, count, writer, current_filter())
+        shown = f", filter {bpf_filter!r}" if bpf_filter else ""
+        click.echo(f"kdissect: capturing on {interface}{shown} (link type {cap.linktype}); "
+                   "Ctrl-C to stop", err=True)
+        deadline = time.monotonic() + duration if duration else None
+        try:
+            session.run(cap, pipe, stop, deadline)
+        finally:
+            if writer is not None:
+                writer.close()
+            _flush_quietly()
+            click.echo(session.summary(cap.read_stats().dropped, write_path), err=True)
+
+
+def _flush_quietly() -> None:
+    with contextlib.suppress(BrokenPipeError, ValueError):
+        sys.stdout.flush()
+
+
+@click.command()
+def interfaces() -> None:
+    """List the interfaces that can be sniffed: index, name, link type, state, addresses."""
+    from kdissect.capture.ifaces import list_interfaces
+
+    rows = [(str(i.index), i.name, i.link, i.state, ", ".join(i.addresses) or "-") for i in list_interfaces()]
+    rows.append(("", "any", "raw IP", "up", "(every interface; IPv4 and IPv6 packets)"))
+    widths = [max(len(r[c]) for r in rows) for c in range(4)]
+    for r in rows:
+        click.echo("  ".join(r[c].ljust(widths[c]) if c else r[c].rjust(widths[c]) for c in range(4))
+                   + "  " + r[4])

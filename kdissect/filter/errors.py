@@ -1,0 +1,20 @@
+"""The one error a display filter raises: what is wrong, where, with a caret under the spot."""
+
+from __future__ import annotations
+
+from kdissect.errors import UsageError
+
+# The CLI prints "kdissect: error: <message>"; the caret line is indented to match.
+CLI_PREFIX = "kdissect: error: "
+
+
+class FilterError(UsageError):
+    """A display filter that does not parse or names something unknown."""
+
+    def __init__(self, message: str, expr: str, pos: int, prefix: str = CLI_PREFIX) -> None:
+        self.reason = message
+        self.expr = expr
+        self.pos = max(0, min(pos, len(expr)))
+        head = f"filter: {message} at column {self.pos + 1}: "
+        caret = " " * (len(prefix) + len(head) + self.pos) + "^"
+        super().__init__(f"{head}{expr}\n{caret}")

@@ -1,0 +1,233 @@
+"""Syntax tree -> one Python closure, built once; running it reads only the fields it names.
+
+Semantics (docs/filters.md): a key may have several values (array elements, repeated fields);
+`==`, `<`, `contains`, `matches`, `in` hold when ANY value satisfies them; `a != x` holds when
+`a` exists and NO value equals x (so `not a == x` and `a != x` differ only when a is absent).
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kdissect.filter.errors import FilterError
+from kdissect.filter.keys import PRESENT, atoms, compile_key
+from kdissect.filter.nodes import (
+    WORD_LIT,
+    And,
+    Compare,
+    Exists,
+    FieldRef,
+    In,
+    Literal,
+    Node,
+    Not,
+    Or,
+    Range,
+)
+from kdissect.filter.parser import is_number, parse
+from kdissect.model import Message
+
+Predicate = Callable[[Message], bool]
+Test = Callable[[Any, "str | None"], bool]
+_HEX_BYTES = re.compile(r"[0-9a-fA-F]{2}([:.-]?[0-9a-fA-F]{2})*\Z")
+_ORDER = {"<": operator.lt, ">": operator.gt, "<=": operator.le, ">=": operator.ge}
+
+
+def compile_filter(expr: str, protocols: tuple[str, ...] | None = None) -> Predicate:
+    """Parse and compile a display filter: Message -> bool. Raises FilterError when bad."""
+    return compile_node(parse(expr), expr, protocols)
+
+
+def compile_node(node: Node, expr: str = "", protocols: tuple[str, ...] | None = None) -> Predicate:
+    return _Compiler(expr, protocols).node(node)
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """A literal, read every way a field value may need it."""
+
+    text: str
+    lower: str
+    num: int | float | None
+    boolean: bool | None
+    raw: bytes  # the text as UTF-8
+    hexbytes: bytes | None  # "0a:1b:2c" / "0a1b2c" as bytes, for byte fields
+
+    @classmethod
+    def of(cls, lit: Literal) -> Value:
+        text = lit.text
+        num = _number(text) if is_number(text) else None
+        boolean = {"true": True, "false": False}.get(text.lower()) if lit.kind == WORD_LIT else None
+        hexbytes = bytes.fromhex(re.sub(r"[:.-]", "", text)) if _HEX_BYTES.match(text) else None
+        return cls(text, text.lower(), num, boolean, text.encode("utf-8", "surrogatepass"), hexbytes)
+
+
+def _number(text: str) -> int | float:
+    t = text.lower().lstrip("+")
+    neg = t.startswith("-")
+    body = t[1:] if neg else t
+    if body.startswith("0x"):
+        n = int(body, 16)
+        return -n if neg else n
+    try:
+        return int(t)
+    except ValueError:
+        return float(t)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _bytes(v: Any) -> bytes | None:
+    return bytes(v) if isinstance(v, (bytes, bytearray, memoryview)) else None
+
+
+def equals(val: Value) -> Test:
+    def eq(v: Any, d: str | None) -> bool:
+        if v is PRESENT or v is None:
+            return False
+        if isinstance(v, bool):
+            return val.boolean is not None and v == val.boolean or (val.num is not None and v == val.num)
+        if _is_num(v):
+            if val.num is not None:
+                return bool(v == val.num)
+            return d is not None and (d == val.text or d.lower() == val.lower)
+        if isinstance(v, str):
+            return v == val.text
+        b = _bytes(v)
+        return b is not None and (b == val.raw or b == val.hexbytes)
+
+    return eq
+
+
+def ordered(op: str, val: Value) -> Test:
+    cmp = _ORDER[op]
+
+    def test(v: Any, d: str | None) -> bool:
+        if _is_num(v):
+            return val.num is not None and bool(cmp(v, val.num))
+        if isinstance(v, str):
+            return bool(cmp(v, val.text))
+        b = _bytes(v)
+        return b is not None and bool(cmp(b, val.raw))
+
+    return test
+
+
+def contains(val: Value) -> Test:
+    def test(v: Any, d: str | None) -> bool:
+        if isinstance(v, str):
+            return val.text in v
+        b = _bytes(v)
+        if b is not None:
+            return val.raw in b or (val.hexbytes is not None and val.hexbytes in b)
+        return d is not None and val.text in d
+
+    return test
+
+
+def matches(val: Value, lit: Literal, expr: str) -> Test:
+    try:
+        rx = re.compile(val.text)
+    except re.error as e:
+        raise FilterError(f"bad regular expression ({e})", expr, lit.pos) from None
+    search = rx.search
+
+    def test(v: Any, d: str | None) -> bool:
+        if v is PRESENT or v is None:
+            return False
+        if isinstance(v, str):
+            return search(v) is not None
+        b = _bytes(v)
+        if b is not None:
+            return search(b.decode("utf-8", "replace")) is not None
+        return search(str(v)) is not None or (d is not None and search(d) is not None)
+
+    return test
+
+
+def in_range(lo: Value, hi: Value) -> Test:
+    a, b = lo.num, hi.num
+
+    def test(v: Any, d: str | None) -> bool:
+        return _is_num(v) and a is not None and b is not None and a <= v <= b
+
+    return test
+
+
+def any_of(tests: list[Test]) -> Test:
+    def test(v: Any, d: str | None) -> bool:
+        return any(t(v, d) for t in tests)
+
+    return test
+
+
+class _Compiler:
+    def __init__(self, expr: str, protocols: tuple[str, ...] | None) -> None:
+        self.expr = expr
+        self.protocols = protocols
+
+    def node(self, node: Node) -> Predicate:
+        if isinstance(node, And):
+            a, b = self.node(node.left), self.node(node.right)
+            return lambda m: a(m) and b(m)
+        if isinstance(node, Or):
+            a, b = self.node(node.left), self.node(node.right)
+            return lambda m: a(m) or b(m)
+        if isinstance(node, Not):
+            a = self.node(node.expr)
+            return lambda m: not a(m)
+        if isinstance(node, Exists):
+            find = self.key(node.ref, False)
+            return lambda m: bool(find(m))
+        if isinstance(node, Compare):
+            return self.compare(node)
+        if isinstance(node, In):
+            tests = [self.item(i) for i in node.items]
+            return _any_value(self.key(node.ref, True), any_of(tests))
+        raise TypeError(f"not a filter node: {node!r}")
+
+    def key(self, ref: FieldRef, valued: bool) -> Callable[[Message], list[Any]]:
+        find = compile_key(ref.name, self.expr, ref.pos, self.protocols)
+        if valued and "." not in ref.name:
+            raise FilterError(f"a protocol name ({ref.name}) takes no value", self.expr, ref.pos)
+        return find
+
+    def compare(self, node: Compare) -> Predicate:
+        find = self.key(node.ref, True)
+        val = Value.of(node.value)
+        op = node.op
+        if op == "!=":
+            eq = equals(val)
+            return lambda m: _none_equal(find(m), eq)
+        if op == "==":
+            test = equals(val)
+        elif op in _ORDER:
+            test = ordered(op, val)
+        elif op == "contains":
+            test = contains(val)
+        else:
+            test = matches(val, node.value, self.expr)
+        return _any_value(find, test)
+
+    def item(self, item: Literal | Range) -> Test:
+        if isinstance(item, Range):
+            return in_range(Value.of(item.lo), Value.of(item.hi))
+        return equals(Value.of(item))
+
+
+def _any_value(find: Callable[[Message], list[Any]], test: Test) -> Predicate:
+    def pred(m: Message) -> bool:
+        return any(test(v, d) for v, d in atoms(find(m)))
+
+    return pred
+
+
+def _none_equal(nodes: list[Any], eq: Test) -> bool:
+    vals = atoms(nodes)
+    return bool(vals) and not any(eq(v, d) for v, d in vals)

@@ -1,0 +1,120 @@
+"""Python values -> column values: type coercion that never raises, JSON text for the generic
+maps, dates, and the path lookups of the protocol structs. Pure Python."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+from kdissect.spark.sqltypes import SqlType
+
+INT32 = (-(1 << 31), (1 << 31) - 1)
+INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _default(o: Any) -> Any:
+    if isinstance(o, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(o)).decode()
+    return str(o)
+
+
+def json_text(v: Any) -> str:
+    """A value as compact JSON text, as `kdissect export` writes it (render.jsonout.dumps)."""
+    return json.dumps(v, ensure_ascii=False, default=_default, separators=(",", ":"))
+
+
+def json_map(d: dict[str, Any]) -> list[tuple[str, str]]:
+    """A JSON object as map entries: every value as JSON text (`get_json_object(v, '$')`)."""
+    return [(k, json_text(v)) for k, v in d.items()]
+
+
+def _int_in(lo: int, hi: int) -> Callable[[Any], int | None]:
+    def conv(v: Any) -> int | None:
+        if isinstance(v, bool):
+            return None
+        if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+            v = int(v)
+        return v if isinstance(v, int) and lo <= v <= hi else None
+    return conv
+
+
+def _string(v: Any) -> str | None:
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, (dict, list)):
+        return json_text(v)
+    return str(v)
+
+
+def _double(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v)
+
+
+def _boolean(v: Any) -> bool | None:
+    return v if isinstance(v, bool) else None
+
+
+def _string_array(v: Any) -> list[str] | None:
+    if not isinstance(v, list):
+        return None
+    return [s for s in (_string(x) for x in v) if s is not None]
+
+
+COERCE: dict[str, Callable[[Any], Any]] = {
+    "int": _int_in(*INT32),
+    "bigint": _int_in(*INT64),
+    "string": _string,
+    "double": _double,
+    "boolean": _boolean,
+}
+
+
+def coerce(t: SqlType, v: Any) -> Any:
+    """v as a value of column type t, or None when it is not one."""
+    if isinstance(t, str):
+        return COERCE[t](v)
+    if t == ("array", "string"):
+        return _string_array(v)
+    return None
+
+
+as_int = COERCE["int"]
+as_bigint = COERCE["bigint"]
+as_text = _string
+
+
+@lru_cache(maxsize=4096)
+def _day(days: int) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(days * 86400))
+
+
+def utc_date(ts: float) -> str:
+    """The UTC date of a capture timestamp, "YYYY-MM-DD" (the `date` partition value)."""
+    return _day(int(ts // 86400))
+
+
+def lookup(fields: dict[str, Any], info: dict[str, Any], path: str) -> Any:
+    """The value at a dotted path of the fields object ("info." reads info; "*" any member)."""
+    if path.startswith("info."):
+        return info.get(path[5:])
+    return _walk(fields, path.split("."))
+
+
+def _walk(node: Any, parts: list[str]) -> Any:
+    for i, part in enumerate(parts):
+        if not isinstance(node, dict):
+            return None
+        if part == "*":
+            for child in node.values():
+                hit = _walk(child, parts[i + 1:])
+                if hit is not None:
+                    return hit
+            return None
+        node = node.get(part)
+    return node

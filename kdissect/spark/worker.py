@@ -1,0 +1,125 @@
+"""What runs on the executors: decode a unit of work and yield Arrow record batches.
+
+Captures are opened where they are when the path is local (a plain path or file:); bytes that
+Spark already read through a Hadoop file system (the job's binaryFile input) or that fsspec
+reads (the data source with a URL) are spooled to a local temporary file first, since the
+capture reader streams from a file. pyarrow is imported here, never by kdissect's core.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kdissect.dissect.base import Options
+from kdissect.dissect.registry import DissectorRegistry
+from kdissect.model import Message
+from kdissect.spark.rows import LAYER_ROWS, Row, combined_row
+from kdissect.spark.schema import COMBINED_COLUMNS, LAYERS
+from kdissect.spark.sqltypes import Columns, arrow_schema
+from kdissect.spark.units import Piece, Unit, share_filter
+
+BATCH_ROWS = 2048
+
+
+@dataclass(frozen=True)
+class Config:
+    """Decoding options, shipped to the executors with the job."""
+
+    decode_as: dict[int, str] = field(default_factory=dict)
+    max_bytes: int = 256
+    max_decompressed: int = 64 * 1024 * 1024
+    show_secrets: bool = False
+
+    def build(self) -> tuple[DissectorRegistry, Options]:
+        opts = Options(max_bytes=self.max_bytes, max_decompressed=self.max_decompressed,
+                       show_secrets=self.show_secrets)
+        return DissectorRegistry(decode_as=self.decode_as), opts
+
+
+def local_path(path: str) -> str | None:
+    """The local file a path names, or None when it needs a file system client."""
+    if path.startswith("file://"):
+        return path[len("file://"):]
+    if path.startswith("file:"):
+        return path[len("file:"):]
+    return None if "://" in path else path
+
+
+@contextlib.contextmanager
+def opened(path: str, content: bytes | None = None) -> Iterator[str]:
+    """A local file with the capture's bytes, for as long as the block runs."""
+    local = local_path(path) if content is None else None
+    if local is not None:
+        yield local
+        return
+    fd, tmp = tempfile.mkstemp(prefix="kdissect-", suffix=".cap")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            if content is not None:
+                out.write(content)
+            else:
+                _copy_url(path, out)
+        yield tmp
+    finally:
+        os.unlink(tmp)
+
+
+def _copy_url(path: str, out: Any) -> None:
+    try:
+        import fsspec
+    except ImportError:
+        from kdissect.errors import UsageError
+
+        raise UsageError(f"{path}: reading URLs here needs fsspec (pip install fsspec)") from None
+    with fsspec.open(path, "rb") as f:
+        shutil.copyfileobj(f, out, 1 << 20)
+
+
+def messages(piece: Piece, cfg: Config, content: bytes | None = None) -> Iterator[Message]:
+    """The messages of one piece (a capture, or one flow-hash share of it)."""
+    from kdissect.pipeline import dissect_file
+
+    registry, opts = cfg.build()
+    with opened(piece.path, content) as local:
+        for m in dissect_file(local, registry, opts, flow_filter=share_filter(piece.share, piece.shares)):
+            m.capture = piece.path
+            yield m
+
+
+def batches(rows: Iterable[Row], cols: Columns) -> Iterator[Any]:
+    """Rows as Arrow record batches of the table's schema."""
+    import pyarrow as pa
+
+    schema = arrow_schema(cols)
+    chunk: list[Row] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= BATCH_ROWS:
+            yield pa.RecordBatch.from_pylist(chunk, schema=schema)
+            chunk = []
+    if chunk:
+        yield pa.RecordBatch.from_pylist(chunk, schema=schema)
+
+
+def layer_rows(msgs: Iterable[Message], layer: str, max_bytes: int) -> Iterator[Row]:
+    make: Callable[[Message, int], list[Row]] = LAYER_ROWS[layer]
+    for m in msgs:
+        yield from make(m, max_bytes)
+
+
+def read_unit(unit: Unit, cfg: Config, layer: str) -> Iterator[Any]:
+    """The data source's read: one layer's batches for a unit."""
+    msgs = (m for piece in unit for m in messages(piece, cfg))
+    yield from batches(layer_rows(msgs, layer, cfg.max_bytes), LAYERS[layer])
+
+
+def combined(pieces: Iterable[tuple[Piece, bytes | None]], cfg: Config) -> Iterator[Any]:
+    """The job's task: combined rows (messages + records + transaction) of some pieces."""
+    msgs = (m for piece, content in pieces for m in messages(piece, cfg, content))
+    yield from batches((combined_row(m, cfg.max_bytes) for m in msgs), COMBINED_COLUMNS)
