@@ -112,6 +112,15 @@ def _fact(m: Message, key: str) -> Any:
     return v
 
 
+def request_facts(m: Message) -> dict[str, Any]:
+    """The facts that name a transaction: a response's are its request's (a Pulsar SEND is
+    answered by SEND_RECEIPT, a RocketMQ response carries the server's version), like
+    Wireshark's service response time, which counts a response under its request."""
+    if m.kind == "response" and m.peer is not None:
+        return m.peer.info
+    return m.info
+
+
 class Stats:
     def __init__(self, max_keys: int = MAX_KEYS) -> None:
         self.max_keys = max_keys
@@ -154,8 +163,9 @@ class Stats:
                 self.diagnostics[(d.severity.value, d.key)] += 1
 
     def _op(self, m: Message, size: int, rtt: float | None, err: str | None) -> None:
-        op = _fact(m, "op") or "(unknown)"
-        version = _fact(m, "version")
+        facts = request_facts(m)
+        op = facts.get("op") or "(unknown)"
+        version = facts.get("version")
         key = (m.protocol, str(op), version if isinstance(version, int) else None)
         row = bounded(self.ops, key, (m.protocol, OTHER, None), OpStats, self.max_keys)
         row.bytes += size
@@ -205,7 +215,7 @@ class Stats:
         path = _fact(m, "path")
         if not isinstance(path, str):
             return
-        key = (m.protocol, str(_fact(m, "op") or m.kind), path)
+        key = (m.protocol, str(request_facts(m).get("op") or m.kind), path)
         row = bounded(self.paths, key, (m.protocol, OTHER, OTHER), PathStats, self.max_keys)
         if m.kind != "response":
             row.count += 1

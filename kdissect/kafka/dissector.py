@@ -22,7 +22,8 @@ from kdissect.wire.reader import WireReader
 PRODUCE = 0
 SASL_HANDSHAKE = 17
 SASL_RAW = "sasl_v0_raw_tokens"
-MAX_FRAME = 100 * 1024 * 1024  # the broker's socket.request.max.bytes is 100 MB by default
+MAX_FRAME = 100 * 1024 * 1024
+PROBE_OPTIONS = Options(decode_records=False)  # the broker's socket.request.max.bytes is 100 MB by default
 
 
 def _produce_acks(r: WireReader, version: int, flexible: bool) -> int | None:
@@ -45,6 +46,19 @@ def _sasl_mechanism(data: bytes, pos: int, flexible: bool) -> str | None:
         return r.compact_string() if flexible else r.string16()
     except DecodeError:
         return None
+
+
+def _decodes_cleanly(request: bytes) -> bool:
+    """Whether a whole request decodes by its schema with nothing left over: what tells a Kafka
+    request from other bytes whose first words happen to look like a Kafka header."""
+    r = WireReader(request, 4)
+    try:
+        hdr, _ = read_request_header(r)
+    except DecodeError:
+        return False
+    body = kbody.decode_body(hdr.api_key, hdr.api_version, True, r, PROBE_OPTIONS, {})
+    bad = (Severity.WARNING, Severity.ERROR)
+    return r.at_end() and not any(d.severity in bad for d in body.diagnostics)
 
 
 class KafkaDissector:
@@ -71,6 +85,8 @@ class KafkaDissector:
         text = head[14 : 14 + max(client_len, 0)]
         if client_len > 0 and not all(32 <= b < 127 for b in text):
             return 0.2
+        if len(head) >= 4 + size:
+            return 0.95 if _decodes_cleanly(head[: 4 + size]) else 0.1
         return 0.8 if api_key in (18, 3, 0, 1) else 0.7
 
     def probe_boundary(self, head: bytes, to_server: bool, state: ConversationState) -> bool:

@@ -16,7 +16,7 @@ from kdissect.stream.reassembly import Event, Reassembler
 
 Endpoint = tuple[bytes, int]
 
-PROBE_BYTES = 64  # what a probe sees of each side's first bytes
+PROBE_BYTES = 4096  # what a probe sees of each side's first bytes (a whole first message, often)
 MAX_UNDECIDED_BYTES = 16 * 1024  # give up detecting after this much data without a match
 
 

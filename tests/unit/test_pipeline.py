@@ -89,7 +89,9 @@ def test_capture_starting_mid_connection() -> None:
 def test_kafka_on_an_unknown_port_is_found_by_its_probe() -> None:
     c = TcpConn(sport=34567)
     pkts = c.handshake()
-    pkts.append(c.segment(True, kafka_request(18, 3, 1, "rdkafka", b"\x00")))
+    # ApiVersions v3: header tags, then compact strings client_software_name/version, body tags.
+    body = b"\x00" + b"\x0blibrdkafka" + b"\x062.3.0" + b"\x00"
+    pkts.append(c.segment(True, kafka_request(18, 3, 1, "rdkafka", body)))
     pkts.append(c.segment(False, kafka_response(1, b"\x00\x00\x00\x00")))
     msgs = run(pkts)
     assert [m.protocol for m in msgs] == ["kafka", "kafka"]
@@ -101,6 +103,14 @@ def test_decode_as_overrides_the_port_table() -> None:
     pkts.append(c.segment(True, kafka_request(18, 0, 1)))
     msgs = run(pkts, DissectorRegistry(decode_as={34567: "kafka"}))
     assert msgs[0].protocol == "kafka"
+
+
+def test_header_lookalike_that_does_not_decode_is_not_kafka() -> None:
+    c = TcpConn(sport=34567)
+    pkts = c.handshake()
+    # A Kafka-shaped header (Produce v12, empty client id) followed by bytes no schema accepts.
+    pkts.append(c.segment(True, kafka_request(0, 12, 0, "", b"\x00" * 40)))
+    assert run(pkts) == []
 
 
 def test_traffic_of_no_known_protocol_is_skipped() -> None:

@@ -34,10 +34,10 @@ def test_capture_decodes_cleanly(name: str) -> None:
 
 def test_produce_v9_request_and_response() -> None:
     req, resp = messages("deepflowio__deepflow__00-produce-v9.pcap")
-    assert req.summary == "Produce v9 request acks=1 zqy-test[0:1 record]"
+    assert req.summary == "Produce v9 request corr=47 client=console-producer acks=1 zqy-test[0:1 record]"
     assert req.info["topics"] == ["zqy-test"] and req.info["acks"] == 1
     assert resp.peer is req and resp.info["error_code"] == 0 and resp.info["error"] is None
-    assert resp.summary == "Produce v9 response zqy-test[0@35]"
+    assert resp.summary == "Produce v9 response corr=47 zqy-test[0@35]"
     responses = find(resp.fields, "responses")
     assert responses is not None and responses.children
     parts = find(responses.children[0].children or [], "partition_responses")
@@ -51,7 +51,7 @@ def test_fetch_v0_to_v3_old_versions() -> None:
     versions = {m.info["version"] for m in ms}
     assert versions == {0, 1, 2, 3}
     first = ms[1]
-    assert first.summary == "Fetch v0 response topic1[0] hw=7 7 batches 7 records"
+    assert first.summary == "Fetch v0 response corr=0 topic1[0] hw=7 7 batches 7 records"
     unknown = ms[3]
     assert unknown.info["error"] == "UNKNOWN_TOPIC_OR_PARTITION" and unknown.info["error_code"] == 3
 

@@ -69,7 +69,7 @@ def test_removed_version_is_a_note_only() -> None:
     body = struct.pack(">hii", -1, 1000, 1) + b"\x00\x01t" + struct.pack(">iii", 1, 0, -1)
     m = run(request(0, 0, 3, body), True, ConversationState())
     assert [d.severity for d in m.diagnostics] == [Severity.NOTE]
-    assert m.summary == "Produce v0 request acks=all t[0]"
+    assert m.summary == "Produce v0 request corr=3 client=c acks=all t[0]"
 
 
 def test_response_without_request() -> None:

@@ -17,8 +17,8 @@ from kafka.record.memory_records import MemoryRecords
 from kdissect.dissect.base import Options
 from kdissect.kafka import records_common
 from kdissect.kafka.records import decode_records
+from kdissect.model import ARRAY, FLAGS, TIME_MS, Diagnostic, Field, Group, Severity, format_ms
 from kdissect.model import format_ms as time_display
-from kdissect.model import ARRAY, FLAGS, TIME_MS, Diagnostic, Field, Group, Severity
 
 OPTS = Options()
 TS = 1700000000000
@@ -138,8 +138,8 @@ def test_v2_header_fields_and_displays() -> None:
     attrs = b.child("attributes")
     assert attrs is not None and attrs.hint == FLAGS and attrs.display == "lz4|transactional"
     ts = b.child("base_timestamp")
-    assert ts is not None and ts.hint == TIME_MS and ts.display == "2023-11-14T22:13:20.000Z"
-    assert b.child("max_timestamp").display == "2023-11-14T22:13:20.030Z"  # type: ignore[union-attr]
+    assert ts is not None and ts.hint == TIME_MS and format_ms(ts.value) == "2023-11-14T22:13:20.000Z"
+    assert format_ms(b.child("max_timestamp").value) == "2023-11-14T22:13:20.030Z"  # type: ignore[union-attr]
     assert b.child("crc").offset == 17 and b.child("crc").value == crc32c.crc32c(data[21:])  # type: ignore[union-attr]
 
 
@@ -152,7 +152,7 @@ def test_v2_record_fields_are_offsets_into_the_message() -> None:
     assert key is not None and data[key.offset : key.offset + key.length] == b"key-0"
     hdr = rec.child("headers").children[0]  # type: ignore[union-attr,index]
     assert [c.value for c in hdr.children] == ["h1", b"v1"]  # type: ignore[union-attr]
-    assert rec.get("timestamp") == TS and rec.child("timestamp").display == "2023-11-14T22:13:20.000Z"  # type: ignore[union-attr]
+    assert rec.get("timestamp") == TS and format_ms(rec.child("timestamp").value) == "2023-11-14T22:13:20.000Z"  # type: ignore[union-attr]
 
 
 def test_compressed_records_have_no_message_offsets() -> None:

@@ -5,13 +5,12 @@ diagnostic and decoding resumes at the next whole message."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import dpkt
-from support import SHARED
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pcapgen import ACK, PSH, TcpConn, ethernet, kafka_request
+from support import SHARED
 
 from kdissect.capture.pcapfile import RawFrame
 from kdissect.pipeline import Pipeline
@@ -83,7 +82,7 @@ def _cuts(draw: st.DrawFn) -> list[tuple[int, bytes]]:
     n = len(STREAM)
     points = sorted(set(draw(st.lists(st.integers(1, n - 1), max_size=40))))
     bounds = [0, *points, n]
-    pieces = [(a, STREAM[a:b]) for a, b in zip(bounds, bounds[1:])]
+    pieces = [(a, STREAM[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
     extra: list[tuple[int, bytes]] = []
     for a, data in pieces:
         if draw(st.booleans()) and draw(st.booleans()):
@@ -122,7 +121,7 @@ def test_dropped_segment_gives_a_gap_and_decoding_resumes(data: st.DataObject) -
     n = len(STREAM)
     points = sorted(set(data.draw(st.lists(st.integers(1, n - 1), min_size=3, max_size=30, unique=True))))
     bounds = [0, *points, n]
-    pieces = [(a, STREAM[a:b]) for a, b in zip(bounds, bounds[1:])]
+    pieces = [(a, STREAM[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
     drop = data.draw(st.integers(1, len(pieces) - 2))
     lost_start, lost_data = pieces[drop]
     lost_end = lost_start + len(lost_data)
@@ -134,9 +133,10 @@ def test_dropped_segment_gives_a_gap_and_decoding_resumes(data: st.DataObject) -
     for b in BASELINE:
         offsets.append(pos)
         pos += len(b)
-    after = [b for off, b in zip(offsets, BASELINE) if off >= lost_end]
+    after = [b for off, b in zip(offsets, BASELINE, strict=True) if off >= lost_end]
     got = [m.data for m in msgs]
-    assert got[len(got) - len(after):] == after if after else True
+    if after:
+        assert got[-len(after):] == after
 
 
 def test_sequence_wraps() -> None:

@@ -1,0 +1,122 @@
+"""export --format fields, conversations, follow, protocols and fields on real captures, checked
+against the JSON export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from kdissect.cli import cli
+from kdissect.commands.fieldsout import parse_format
+from kdissect.errors import UsageError
+
+SHARED = Path(__file__).resolve().parents[3] / ".." / "shared"
+CAPTURES = SHARED / "captures"
+
+
+def capture(rel: str) -> Path:
+    p = CAPTURES / rel
+    if not p.exists():
+        pytest.skip(f"{p} not available")
+    return p
+
+
+def run(*args: str) -> str:
+    res = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def export(path: Path, *args: str) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in run("export", str(path), "-F", "jsonl", *args).splitlines() if x.startswith("{")]
+
+
+def test_fields_output_matches_the_json_export() -> None:
+    path = capture("kafka/gen__mock_ck_produce_basic.pcap")
+    out = run("export", str(path), "-F", "fields", "-E", "header=y", "-e", "kdissect.frame", "-e", "kafka.op",
+              "-e", "kafka.topic_data.partition_data.index", "-e", "kdissect.rtt_ms",
+              "-e", "kafka.responses.partition_responses.error_code_name", "-e", "kafka.header.client_id")
+    lines = out.splitlines()
+    assert lines[0].split("\t")[0] == "kdissect.frame"
+    rows = [line.split("\t") for line in lines[1:]]
+    msgs = export(path)
+    assert len(rows) == len(msgs)
+    for row, d in zip(rows, msgs, strict=True):
+        assert len(row) == 6
+        assert row[0] == str(d["frame"])
+        assert row[1] == d["info"].get("op", "")
+        parts = [str(p["index"]) for t in d["fields"].get("topic_data", []) for p in t["partition_data"]]
+        assert row[2] == ",".join(parts)
+        assert row[3] == ("" if d["match"] is None else str(d["match"]["rtt_ms"]))
+        names = [p["error_code_name"] for t in d["fields"].get("responses", []) for p in t["partition_responses"]]
+        assert row[4] == ",".join(names)
+        assert row[5] == (d["fields"].get("header", {}).get("client_id") or "")
+
+
+def test_fields_options() -> None:
+    fmt = parse_format(["separator=/s", "aggregator=;", "quote=d", "occurrence=f", "header=n"])
+    assert (fmt.separator, fmt.aggregator, fmt.quote, fmt.occurrence, fmt.header) == (" ", ";", '"', "f", False)
+    with pytest.raises(UsageError):
+        parse_format(["colour=y"])
+    path = capture("kafka/gen__mock_ck_produce_basic.pcap")
+    out = run("export", str(path), "-F", "fields", "-e", "kafka.topic_data.partition_data.records.records.key",
+              "-E", "occurrence=l", "-E", "quote=s", "-Y", "kdissect.frame == 33")
+    (d,) = export(path, "-Y", "kdissect.frame == 33")
+    last = d["fields"]["topic_data"][-1]["partition_data"][-1]["records"][-1]["records"][-1]["key"]
+    assert last.startswith("key-")
+    assert out == f"'{last}'\n"
+
+
+def test_conversations_match_the_export() -> None:
+    path = capture("kafka/gen__mock_ck_consumer_group.pcap")
+    rows = json.loads(run("conversations", str(path), "-F", "json"))
+    msgs = export(path)
+    streams = sorted({d["stream"] for d in msgs})
+    decoded = [r for r in rows if r["protocol"] == "kafka"]
+    assert [r["stream"] for r in decoded] == streams
+    for r in decoded:
+        mine = [d for d in msgs if d["stream"] == r["stream"]]
+        assert r["messages"] == r["matched_messages"] == len(mine)
+        assert r["requests"] == sum(d["kind"] == "request" for d in mine)
+        first = mine[0]
+        client = first["src"] if first["kind"] == "request" else first["dst"]
+        assert r["client"] == client
+    only = json.loads(run("conversations", str(path), "-F", "json", "-Y", "kafka.op == JoinGroup"))
+    join_streams = sorted({d["stream"] for d in msgs if d["info"].get("op") == "JoinGroup"})
+    assert [r["stream"] for r in only] == join_streams
+
+
+def test_follow_prints_one_stream_in_order() -> None:
+    path = capture("zookeeper/gen__zk_kazoo_basic.pcap")
+    msgs = [d for d in export(path) if d["stream"] == 0]
+    out = run("follow", str(path), "--stream", "0", "--no-color").splitlines()
+    assert out[0].startswith("Stream 0: zookeeper ")
+    frames = [int(line.split()[0]) for line in out[1:-1]]
+    assert frames == [d["frame"] for d in msgs]
+    assert out[-1].startswith(f"{len(msgs)} messages:")
+    verbose = run("follow", str(path), "--stream", "0", "--no-color", "-V")
+    assert "    path: " in verbose
+
+
+def test_protocols_and_fields() -> None:
+    protos = json.loads(run("protocols", "-F", "json"))
+    assert "kafka" in {p["name"] for p in protos}
+    keys = {k["key"]: k for k in json.loads(run("fields", "kafka", "-F", "json"))}
+    assert "Produce request" in keys["kafka.topic_data.partition_data.index"]["used_by"]
+    assert "kafka.responses.partition_responses.error_code_name" in keys
+    assert "kafka.header.api_key" in keys
+    common = run("fields", "kdissect")
+    assert "kdissect.rtt_ms\t" in common
+
+
+def test_fields_from_a_capture() -> None:
+    path = capture("zookeeper/gen__zk_kazoo_basic.pcap")
+    keys = {k["key"]: k for k in json.loads(run("fields", "zookeeper", "--from", str(path), "-F", "json"))}
+    msgs = export(path)
+    # A field where the message has one, else the info fact (responses carry their request's path).
+    assert keys["zookeeper.path"]["count"] == sum("path" in d["fields"] or "path" in d["info"] for d in msgs)
+    assert keys["zookeeper.xid"]["count"] == sum("xid" in d["fields"] for d in msgs)

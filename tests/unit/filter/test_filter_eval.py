@@ -1,0 +1,203 @@
+"""Display-filter semantics on hand-built messages."""
+
+from __future__ import annotations
+
+import pytest
+
+from kdissect.filter import FilterError, compile_filter
+from kdissect.model import ENUM, FLAGS, Diagnostic, Field, Group, Match, Message, Pdu, Severity, array, struct
+
+
+def _kafka_response() -> Message:
+    m = Message(Pdu(b"\x00" * 40, [7, 8], 100.0, 100.5, False), 3, "10.0.0.1:9092", "10.0.0.2:5555", "kafka")
+    m.kind = "response"
+    m.summary = "Produce v9 response NOT_LEADER_OR_FOLLOWER"
+    m.info = {"op": "Produce", "op_code": 0, "version": 9, "error": "NOT_LEADER_OR_FOLLOWER", "error_code": 6,
+              "topic": "orders", "client_id": None}
+    topics = array("responses", [
+        struct("t", [Field("name", "orders"), array("partitions", [
+            struct("p", [Field("index", 0), Field("error_code", 0, hint=ENUM, display="NONE")]),
+            struct("p", [Field("index", 1), Field("error_code", 6, hint=ENUM, display="NOT_LEADER_OR_FOLLOWER")]),
+        ])]),
+        struct("t", [Field("name", "payments"), array("partitions", [
+            struct("p", [Field("index", 4), Field("error_code", 0, hint=ENUM, display="NONE")]),
+        ])]),
+    ])
+    m.fields = [
+        Field("length", 36),
+        struct("header", [Field("correlation_id", 12)]),
+        topics,
+        array("tags", [Field("t", "a"), Field("t", "b")]),
+        Field("payload", b"\x00\x01hello\xff"),
+        Field("attributes", 0x11, hint=FLAGS, display="gzip|transactional",
+              children=[Field("codec", 1), Field("transactional", True)]),
+        Field("empty", None),
+    ]
+    m.match = Match(5, "request", 0.1234)
+    m.add(Diagnostic(Severity.WARNING, Group.PROTOCOL, "kafka.error", "an error"))
+    return m
+
+
+def _zk_request() -> Message:
+    m = Message(Pdu(b"\x00" * 20, [1], 1.0, 1.0, True), 0, "[::1]:40000", "[::1]:2181", "zookeeper")
+    m.info = {"op": "getData", "path": "/brokers/ids/1"}
+    m.fields = [Field("xid", 1), Field("path", "/brokers/ids/1"), Field("watch", False)]
+    return m
+
+
+KAFKA, ZK = _kafka_response(), _zk_request()
+
+
+@pytest.mark.parametrize(("expr", "kafka", "zk"), [
+    ("kafka", True, False),
+    ("zookeeper", False, True),
+    ("kafka or zookeeper", True, True),
+    ("!kafka", False, True),
+    # fields, arrays transparent, any-of semantics
+    ("kafka.header.correlation_id == 12", True, False),
+    ("kafka.header.correlation_id == 0xc", True, False),
+    ("kafka.responses.name == orders", True, False),
+    ('kafka.responses.name == "payments"', True, False),
+    ("kafka.responses.name == nope", False, False),
+    ("kafka.responses.partitions.index == 4", True, False),
+    ("kafka.responses.partitions.index > 3", True, False),
+    ("kafka.responses.partitions.index >= 5", False, False),
+    ("kafka.responses.partitions.index in {2..4}", True, False),
+    ("kafka.responses.partitions.index in {2 3}", False, False),
+    ("kafka.tags == b", True, False),
+    ("kafka.responses", True, False),
+    ("kafka.responses.partitions", True, False),
+    ("kafka.responses.nothing", False, False),
+    # != holds when the field exists and no value equals
+    ("kafka.responses.partitions.index != 9", True, False),
+    ("kafka.responses.partitions.index != 1", False, False),
+    ("kafka.nothing != 1", False, False),
+    ("not kafka.nothing == 1", True, True),
+    # enum names: ENUM fields compare with their display; the _name sibling
+    ("kafka.responses.partitions.error_code == NOT_LEADER_OR_FOLLOWER", True, False),
+    ("kafka.responses.partitions.error_code == not_leader_or_follower", True, False),
+    ("kafka.responses.partitions.error_code == 6", True, False),
+    ('kafka.responses.partitions.error_code_name == "NONE"', True, False),
+    ("kafka.responses.partitions.error_code_name contains LEADER", True, False),
+    ("kafka.attributes contains transactional", True, False),
+    ("kafka.attributes.value == 17", True, False),
+    ("kafka.attributes.transactional == true", True, False),
+    ("kafka.attributes.codec == 1", True, False),
+    # info keys when no field has the path
+    ("kafka.op == Produce", True, False),
+    ("kafka.error == NOT_LEADER_OR_FOLLOWER", True, False),
+    ("kafka.topic == orders", True, False),
+    ("kafka.client_id", False, False),
+    ("zookeeper.op == getData", False, True),
+    # bytes
+    ('kafka.payload contains "hello"', True, False),
+    ("kafka.payload contains 00:01", True, False),
+    ('kafka.payload matches "^..hel"', True, False),
+    ("kafka.empty", True, False),
+    ("kafka.empty == 0", False, False),
+    # strings
+    ('zookeeper.path matches "^/brokers/ids/[0-9]+$"', False, True),
+    ("zookeeper.path == /brokers/ids/1", False, True),
+    ('zookeeper.path contains "ids"', False, True),
+    ('zookeeper.path > "/a"', False, True),
+    ("zookeeper.watch == false", False, True),
+    # common keys
+    ("kdissect.frame == 7", True, False),
+    ("kdissect.frames == 8", True, False),
+    ("kdissect.stream in {0 3}", True, True),
+    ("kdissect.kind == response", True, False),
+    ("kdissect.rtt_ms > 100", True, False),
+    ("kdissect.rtt_ms > 200", False, False),
+    ("kdissect.rtt_ms", True, False),
+    ("kdissect.src == 10.0.0.1:9092", True, False),
+    ("kdissect.srcport == 9092", True, False),
+    ("tcp.port == 2181", False, True),
+    ("ip.addr == ::1", False, True),
+    ('kdissect.summary contains "NOT_LEADER"', True, False),
+    ("kdissect.length == 40", True, False),
+    ("kdissect.op == getData", False, True),
+    ("kdissect.error", True, False),
+    ("kdissect.diag == kafka.error", True, False),
+    ("kdissect.severity == warning", True, False),
+    ("kdissect.info.topic == orders", True, False),
+    ("kdissect.to_server", True, True),
+    ("kdissect.to_server == true", False, True),
+])
+def test_semantics(expr: str, kafka: bool, zk: bool) -> None:
+    pred = compile_filter(expr)
+    assert pred(KAFKA) is kafka
+    assert pred(ZK) is zk
+
+
+@pytest.mark.parametrize(("expr", "reason"), [
+    ("foo.bar == 1", "unknown protocol or field 'foo.bar'"),
+    ("kdissect.nope", "unknown field 'kdissect.nope'"),
+    ("kafka == 1", "a protocol name (kafka) takes no value"),
+    ('kafka.x matches "("', "bad regular expression (missing ), unterminated subpattern at position 0)"),
+])
+def test_compile_errors(expr: str, reason: str) -> None:
+    with pytest.raises(FilterError) as exc:
+        compile_filter(expr)
+    assert exc.value.reason == reason
+
+
+def test_reads_only_the_fields_it_names() -> None:
+    """Evaluation never needs message_dict: a message whose other fields cannot render still works."""
+
+    class Boom:
+        name = "boom"
+        hint = None
+        children = None
+
+        @property
+        def value(self) -> object:
+            raise AssertionError("read a field the filter does not name")
+
+    m = _zk_request()
+    m.fields.append(Boom())  # type: ignore[arg-type]
+    assert compile_filter("zookeeper.xid == 1")(m)
+
+
+def test_any_tree_evaluates_without_raising() -> None:
+    """Random trees over real-looking keys compile (or fail with FilterError) and never raise
+    while evaluating, whatever the value types."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from kdissect.filter import compile_node
+    from kdissect.filter.keys import KDISSECT
+    from kdissect.filter.nodes import (
+        COMPARE_OPS,
+        STRING_LIT,
+        WORD_LIT,
+        Compare,
+        Exists,
+        FieldRef,
+        In,
+        Literal,
+        Range,
+    )
+
+    keys = st.sampled_from(
+        ["kafka.header.correlation_id", "kafka.responses.name", "kafka.responses.partitions.error_code",
+         "kafka.responses.partitions.error_code_name", "kafka.payload", "kafka.attributes", "kafka.attributes.value",
+         "kafka.tags", "kafka.empty", "kafka.op", "zookeeper.path", "zookeeper.watch", "kafka.responses",
+         "kdissect.info.topic"] + [f"kdissect.{k}" for k in KDISSECT]).map(FieldRef)
+    values = st.one_of(st.builds(Literal, st.just(STRING_LIT), st.text(max_size=6)),
+                       st.builds(Literal, st.just(WORD_LIT), st.sampled_from(
+                           ["0", "-1", "6", "1.5", "0x10", "true", "NONE", "orders", "00:01", "a..b"])))
+    nums = st.integers(-5, 5).map(lambda n: Literal(WORD_LIT, str(n)))
+    tests = st.one_of(st.builds(Exists, keys), st.builds(Compare, st.sampled_from(COMPARE_OPS), keys, values),
+                      st.builds(lambda k, i: In(k, tuple(i)), keys,
+                                st.lists(st.one_of(values, st.builds(Range, nums, nums)), min_size=1, max_size=3)))
+
+    @settings(max_examples=200, deadline=None)
+    @given(tests)
+    def check(tree: object) -> None:
+        try:
+            pred = compile_node(tree)  # type: ignore[arg-type]
+        except FilterError:
+            return
+        assert isinstance(pred(KAFKA), bool) and isinstance(pred(ZK), bool)
+
+    check()
