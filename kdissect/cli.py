@@ -25,7 +25,21 @@ from kdissect.commands.stats import stats
 from kdissect.errors import KdissectError, UsageError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class PipeClosed(Exception):
+    """Standard output was closed by its reader (`| head`)."""
+
+
+class KdissectGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> object:
+        # click turns EPIPE into exit status 1; a reader that stops early is not an error.
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise PipeClosed() from None
+
+
+@click.group(cls=KdissectGroup,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="kdissect")
 def cli() -> None:
     """Protocol analyzer for Kafka, ZooKeeper, Pulsar and RocketMQ traffic.
@@ -139,7 +153,7 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo("kdissect: interrupted", err=True)
         sys.exit(130)
-    except BrokenPipeError:
+    except (BrokenPipeError, PipeClosed):
         _quiet_broken_pipe()
     except KdissectError as e:
         click.echo(f"kdissect: error: {e}", err=True)
@@ -156,7 +170,7 @@ def main() -> None:
 def _flush_stdout() -> None:
     try:
         sys.stdout.flush()
-    except BrokenPipeError:
+    except (BrokenPipeError, PipeClosed):
         _quiet_broken_pipe()
 
 

@@ -102,8 +102,17 @@ def _iter_all(path: str, registry: DissectorRegistry, opts: Options) -> Iterator
 
 
 def make_console(no_color: bool, file: IO[str] | None = None) -> Any:
+    """A rich Console: colours only on a terminal (rich honours NO_COLOR), never wrapped when
+    plain; a closed pipe (`kdissect read big.pcap | head`) ends the program quietly with 0."""
     from rich.console import Console
 
+    class QuietConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise SystemExit(0)
+
     if no_color:
-        return Console(file=file, color_system=None, no_color=True, highlight=False, width=10_000)
-    return Console(file=file, highlight=False, soft_wrap=True)
+        return QuietConsole(file=file, color_system=None, no_color=True, highlight=False, width=10_000)
+    return QuietConsole(file=file, highlight=False, soft_wrap=True)

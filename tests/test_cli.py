@@ -92,10 +92,13 @@ def test_export_json_and_jsonl_agree(capture: Path, tmp_path: Path) -> None:
     assert first["fields"]["header"]["api_key_name"] == "ApiVersions"
 
 
-def test_pipe_into_head_ends_quietly(capture: Path) -> None:
-    p = subprocess.run(f"{sys.executable} -m kdissect read {capture} | head -1", shell=True,
+@pytest.mark.parametrize("command", ["read", "export --format jsonl"])
+def test_pipe_into_head_ends_quietly(capture: Path, command: str) -> None:
+    p = subprocess.run(["bash", "-o", "pipefail", "-c",
+                        f"{sys.executable} -m kdissect {command} {capture} | head -1"],
                        capture_output=True, text=True, timeout=60)
     assert p.stderr == ""
+    assert p.returncode == 0
     assert len(p.stdout.splitlines()) == 1
 
 
