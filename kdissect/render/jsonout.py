@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from kdissect.model import ARRAY, ENUM, FLAGS, RAW, STRUCT, Field, Message
@@ -32,18 +33,26 @@ def bytes_value(b: bytes, max_bytes: int) -> str:
     return out + f"…(+{len(b) - max_bytes} bytes)" if cut else out
 
 
+_PLAIN = frozenset({int, str, bool, type(None)})
+_NAMED = frozenset({ENUM, FLAGS})
+
+
 def field_value(f: Field, max_bytes: int) -> Any:
     hint = f.hint
     if hint == STRUCT:
-        return fields_dict(f.children or [], max_bytes)
+        return fields_dict(f.children or (), max_bytes)
     if hint == ARRAY:
-        return [field_value(c, max_bytes) for c in f.children or []]
+        return [fields_dict(c.children or (), max_bytes) if c.hint == STRUCT else field_value(c, max_bytes)
+                for c in f.children or ()]
     v = f.value
-    if isinstance(v, (bytes, bytearray, memoryview)):
+    tv = type(v)
+    if tv in _PLAIN:
+        pass
+    elif tv is bytes or tv is bytearray or tv is memoryview:
         if hint == RAW:
             return bytes(v[:max_bytes] if max_bytes > 0 else v).hex()
         return bytes_value(bytes(v), max_bytes)
-    if isinstance(v, float) and v != v:
+    elif tv is float and v != v:
         return None
     if f.children:  # a scalar with sub-fields (flags broken out, parsed payloads)
         d = fields_dict(f.children, max_bytes)
@@ -52,17 +61,21 @@ def field_value(f: Field, max_bytes: int) -> Any:
     return v
 
 
-def fields_dict(fields: list[Field], max_bytes: int) -> dict[str, Any]:
+def fields_dict(fields: Iterable[Field], max_bytes: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields:
         name = f.name
+        v = f.value
+        plain = f.hint is None and f.children is None and type(v) in _PLAIN
+        val = v if plain else field_value(f, max_bytes)
         if name in out:  # repeated names (e.g. unknown tags) become lists
             prev = out[name]
-            out[name] = (prev if isinstance(prev, list) and f.hint != ARRAY else [prev])
-            out[name].append(field_value(f, max_bytes))
+            if not (isinstance(prev, list) and f.hint != ARRAY):
+                prev = out[name] = [prev]
+            prev.append(val)
             continue
-        out[name] = field_value(f, max_bytes)
-        if f.display is not None and f.hint in (ENUM, FLAGS):
+        out[name] = val
+        if f.display is not None and f.hint in _NAMED:
             out[name + "_name"] = f.display
     return out
 
