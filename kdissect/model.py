@@ -156,6 +156,61 @@ class Field:
         return None if node is None else node.value
 
 
+Column = tuple[str, "str | None"]  # (field name, display hint)
+
+
+class Row(Field):
+    """A struct kept as a tuple of values over a shared column list, for bulk data (a capture
+    holds millions of Kafka records). Its child Fields are built only when something walks the
+    tree (-V, filters); renderers that know Row read `values` directly.
+
+    columns: ((name, hint), ...) shared by every row of a kind; values: one per column, a
+    scalar or a Field (nested arrays and structs); spans: (offset, length) per column, flat.
+    """
+
+    __slots__ = ("columns", "values", "spans", "_kids")
+
+    def __init__(self, name: str, columns: tuple[Column, ...], values: tuple[Any, ...],
+                 spans: tuple[int, ...] | None, offset: int = -1, length: int = 0,
+                 label: str | None = None) -> None:
+        self.name = name
+        self.value = None
+        self.offset = offset
+        self.length = length
+        self.hint = STRUCT
+        self.display = None
+        self.label = label
+        self.columns = columns
+        self.values = values
+        self.spans = spans
+        self._kids: list[Field] | None = None
+
+    def _children(self) -> list[Field]:
+        kids = self._kids
+        if kids is None:
+            kids = []
+            spans = self.spans
+            for i, ((name, hint), v) in enumerate(zip(self.columns, self.values, strict=True)):
+                if isinstance(v, Field):
+                    kids.append(v)
+                elif spans is not None:
+                    kids.append(Field(name, v, spans[2 * i], spans[2 * i + 1], None, hint))
+                else:
+                    kids.append(Field(name, v, -1, 0, None, hint))
+            self._kids = kids
+        return kids
+
+    def _set_children(self, kids: list[Field] | None) -> None:
+        self._kids = kids
+
+    children = property(_children, _set_children)
+
+    @property
+    def materialized(self) -> bool:
+        """Whether child Fields exist (and may have been changed): then they are the truth."""
+        return self._kids is not None
+
+
 def struct(name: str, children: list[Field], offset: int = -1, length: int = 0, label: str | None = None) -> Field:
     return Field(name, None, offset, length, children, STRUCT, None, label)
 

@@ -16,7 +16,7 @@ from kdissect.kafka.records_common import (
     leaf,
     time_leaf,
 )
-from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, TIME_MS, Field, Group, Severity, array
+from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, TIME_MS, Field, Group, Row, Severity, array
 from kdissect.model import struct as mkstruct
 from kdissect.wire.reader import WireReader
 
@@ -40,6 +40,10 @@ ATTRIBUTE_FLAGS = ((LOG_APPEND_TIME, "log_append_time"), (TRANSACTIONAL, "transa
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
                  4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
 MIN_RECORD = 7  # length, attributes, timestamp delta, offset delta, key, value, header count
+RECORD_COLUMNS = (("length", None), ("attributes", None), ("timestamp_delta", None), ("offset_delta", None),
+                  ("offset", None), ("timestamp", TIME_MS), ("key", BYTES), ("value", BYTES), ("headers", ARRAY))
+CONTROL_COLUMNS = (*RECORD_COLUMNS, ("control", STRUCT))
+HEADER_COLUMNS = (("key", None), ("value", BYTES))
 
 
 def decode_batch(buf: bytes, start: int, end: int, ctx: Ctx, real: bool) -> Field:
@@ -164,20 +168,16 @@ def _record(r: WireReader, hdr: dict[str, int], ctx: Ctx, real: bool) -> Field:
     offset = hdr["base_offset"] + off_delta
     klen, vlen = len(key or b""), len(value or b"")
     ctx.nbytes += klen + vlen
-    kf = Field("key", key, kat if real else -1, klen, None, BYTES)
-    vf = Field("value", value, vat if real else -1, vlen, None, BYTES)
-    children = [
-        Field("length", length, start if real else -1, at - start),
-        Field("attributes", buf[at], at if real else -1, 1),
-        Field("timestamp_delta", ts_delta, at + 1 if real else -1, p2 - at - 1),
-        Field("offset_delta", off_delta, p2 if real else -1, p3 - p2),
-        Field("offset", offset, p2 if real else -1, p3 - p2),
-        Field("timestamp", ts, at + 1 if real else -1, p2 - at - 1, None, TIME_MS),
-        kf, vf, headers,
-    ]
+    values: tuple[object, ...] = (length, buf[at], ts_delta, off_delta, offset, ts, key, value, headers)
+    spans = (start, at - start, at, 1, at + 1, p2 - at - 1, p2, p3 - p2, p2, p3 - p2, at + 1, p2 - at - 1,
+             kat, klen, vat, vlen, headers.offset, headers.length) if real else None
     if attrs & CONTROL:
-        children.append(_control(key, value, real, kf, vf))
-    return Field("record", None, start if real else -1, end - start, children, STRUCT, None, f"offset {offset}")
+        kf = Field("key", key, kat if real else -1, klen, None, BYTES)
+        vf = Field("value", value, vat if real else -1, vlen, None, BYTES)
+        return Row("record", CONTROL_COLUMNS, (*values, _control(key, value, real, kf, vf)),
+                   None if spans is None else (*spans, -1, 0), start if real else -1, end - start,
+                   f"offset {offset}")
+    return Row("record", RECORD_COLUMNS, values, spans, start if real else -1, end - start, f"offset {offset}")
 
 
 def _headers(buf: bytes, p: int, end: int, real: bool) -> tuple[Field, int]:
@@ -192,10 +192,9 @@ def _headers(buf: bytes, p: int, end: int, real: bool) -> tuple[Field, int]:
         if kb is None:
             raise BadLength("null header key", hstart)
         value, vat, p = _blob(buf, p, end)
-        items.append(Field("header", None, hstart if real else -1, p - hstart, [
-            Field("key", kb.decode("utf-8", "replace"), kat if real else -1, len(kb)),
-            Field("value", value, vat if real else -1, len(value or b""), None, BYTES),
-        ], STRUCT))
+        spans = (kat, len(kb), vat, len(value or b"")) if real else None
+        items.append(Row("header", HEADER_COLUMNS, (kb.decode("utf-8", "replace"), value), spans,
+                         hstart if real else -1, p - hstart))
     return Field("headers", None, start if real else -1, p - start, items, ARRAY), p
 
 

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from kdissect.model import ARRAY, ENUM, FLAGS, RAW, STRUCT, Field, Message
+from kdissect.model import ARRAY, ENUM, FLAGS, RAW, STRUCT, Field, Message, Row
 
 SCHEMA_VERSION = 1
 _WHITESPACE = {ord("\t"): None, ord("\r"): None, ord("\n"): None}
@@ -37,13 +37,30 @@ _PLAIN = frozenset({int, str, bool, type(None)})
 _NAMED = frozenset({ENUM, FLAGS})
 
 
+def row_dict(row: Row, max_bytes: int) -> dict[str, Any]:
+    """A Row straight from its values, without building its child Fields."""
+    out: dict[str, Any] = {}
+    for (name, hint), v in zip(row.columns, row.values, strict=True):
+        tv = type(v)
+        if tv in _PLAIN:
+            out[name] = v
+        elif tv is bytes:
+            out[name] = v.hex() if hint == RAW else bytes_value(v, max_bytes)
+        elif isinstance(v, Field):
+            out[name] = field_value(v, max_bytes)
+        else:
+            out[name] = field_value(Field(name, v, hint=hint), max_bytes)
+    return out
+
+
 def field_value(f: Field, max_bytes: int) -> Any:
     hint = f.hint
     if hint == STRUCT:
+        if type(f) is Row and not f.materialized:
+            return row_dict(f, max_bytes)
         return fields_dict(f.children or (), max_bytes)
     if hint == ARRAY:
-        return [fields_dict(c.children or (), max_bytes) if c.hint == STRUCT else field_value(c, max_bytes)
-                for c in f.children or ()]
+        return [field_value(c, max_bytes) for c in f.children or ()]
     v = f.value
     tv = type(v)
     if tv in _PLAIN:

@@ -85,7 +85,7 @@ def tree_lines(fields: list[Field], max_bytes: int, indent: int = 1) -> list[str
             out.append(f"{pad}{label} [{len(items)}]")
             for i, c in enumerate(items):
                 if c.hint == STRUCT:
-                    out.append(f"{pad}    [{i}]")
+                    out.append(f"{pad}    [{i}] {c.label}" if c.label else f"{pad}    [{i}]")
                     out.extend(tree_lines(c.children or [], max_bytes, indent + 2))
                 else:
                     out.append(f"{pad}    [{i}] {value_text(c, max_bytes)}")
