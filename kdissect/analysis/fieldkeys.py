@@ -4,6 +4,7 @@ Three sources, best first:
 - a dissector that offers `field_keys()` -> iterable of (key, type, description);
 - Kafka: a walk over the generated schema tables (every request and response field of every
   API, with the APIs that carry it) plus the header keys;
+- ZooKeeper: a walk over the jute record layouts plus the header keys;
 - any protocol: the keys seen in a capture (`observed_keys`), with type and an example.
 """
 
@@ -24,6 +25,9 @@ KAFKA_HEADER = (
     ("header.correlation_id", "int32", "correlation id"),
     ("header.client_id", "string", "client id (request)"),
 )
+
+
+RECORDS_NOTE = "record batches; their keys: kdissect fields kafka --from CAPTURE"
 
 
 @dataclass(slots=True)
@@ -65,12 +69,66 @@ def kafka_keys() -> list[KeyInfo] | None:
         for api_key, fields in sorted(table.items()):
             name = APIS[api_key][0] if api_key in APIS else str(api_key)
             for path, typ, enum in _walk_schema(fields, ""):
-                info = keys.setdefault(path, KeyInfo("kafka." + path, typ))
+                info = keys.setdefault(path, KeyInfo("kafka." + path, typ, RECORDS_NOTE if typ == "records" else ""))
                 _use(info, f"{name} {side}")
                 if enum:
                     _use(keys.setdefault(path + "_name", KeyInfo(f"kafka.{path}_name", "string",
                                                                   "error name")), f"{name} {side}")
     return sorted(keys.values(), key=lambda k: k.key)
+
+
+ZK_HEADER = (
+    ("length", "int32", "message size after the length prefix"),
+    ("xid", "int", "request/reply id"),
+    ("opcode", "int", "operation (request)"),
+    ("opcode_name", "string", "operation name (request)"),
+    ("zxid", "long", "transaction id (reply)"),
+    ("err", "int", "error code (reply)"),
+    ("err_name", "string", "error name (reply)"),
+)
+# Headers (the dissector renders them: ZK_HEADER) and StatPersisted (server-side only).
+ZK_NOT_ROOTS = ("RequestHeader", "ReplyHeader", "MultiHeader", "StatPersisted")
+
+
+def zookeeper_keys() -> list[KeyInfo] | None:
+    """Keys from the jute record layouts: a message's record fields sit at the root after the
+    header, nested records are structs, vectors arrays. Records used only inside others (Stat,
+    ACL, Id) are not roots. Multi operations (ops, results) and four-letter words are built
+    outside the tables: `--from` lists them."""
+    try:
+        from kdissect.zookeeper.annotate import for_field
+        from kdissect.zookeeper.records_table import RECORDS
+    except ImportError:
+        return None
+    nested = {t[7:-1] if t.startswith("vector<") else t for fields in RECORDS.values() for _, t in fields}
+    keys: dict[str, KeyInfo] = {p: KeyInfo("zookeeper." + p, t, d) for p, t, d in ZK_HEADER}
+    for record in RECORDS:
+        if record in nested or record in ZK_NOT_ROOTS:
+            continue
+        for path, typ, named in _walk_jute(RECORDS, record, "", for_field, 0):
+            _use(keys.setdefault(path, KeyInfo("zookeeper." + path, typ)), record)
+            if named:
+                _use(keys.setdefault(path + "_name", KeyInfo(f"zookeeper.{path}_name", "string", "name")), record)
+    return sorted(keys.values(), key=lambda k: k.key)
+
+
+def _walk_jute(records: dict[str, Any], record: str, prefix: str, for_field: Any,
+               depth: int) -> Iterator[tuple[str, str, bool]]:
+    for name, jtype in records[record]:
+        path = prefix + name
+        elem = jtype[7:-1] if jtype.startswith("vector<") else jtype
+        yield path, jtype, _is_named(for_field(record, name))
+        if elem in records and depth < 4:
+            yield from _walk_jute(records, elem, path + ".", for_field, depth + 1)
+
+
+def _is_named(annotator: Any) -> bool:
+    """Whether an annotator makes the field an ENUM or FLAGS (it then has a _name key)."""
+    if annotator is None:
+        return False
+    probe = Field("probe", 1)
+    annotator(probe, False)
+    return probe.hint in (ENUM, FLAGS)
 
 
 def _use(info: KeyInfo, who: str) -> None:

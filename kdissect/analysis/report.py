@@ -40,6 +40,12 @@ def topic_rows(s: Stats) -> list[dict[str, Any]]:
             for (t, p), v in sorted(merged.items(), key=lambda kv: (kv[0][0], kv[0][1] if kv[0][1] is not None else -1))]
 
 
+def topic_message_rows(s: Stats) -> list[dict[str, Any]]:
+    return [{"protocol": proto, "topic": t, "requests": v.requests, "responses": v.responses, "events": v.events,
+             "errors": v.errors, "bytes": v.bytes}
+            for (proto, t), v in sorted(s.topic_messages.items(), key=lambda kv: (kv[0][0], kv[0][1]))]
+
+
 def client_rows(s: Stats) -> list[dict[str, Any]]:
     return [{"protocol": proto, "client_id": cid, "requests": c.requests, "bytes_sent": c.bytes_sent,
              "bytes_received": c.bytes_received, "errors": c.errors, "produced": _flow(c.produced)}
@@ -75,6 +81,7 @@ def to_json(s: Stats) -> dict[str, Any]:
         "operations": ops_rows(s),
         "response_time_ms": {p: sk.to_json() for p, sk in sorted(s.rtt.items())},
         "topics": topic_rows(s),
+        "topic_messages": topic_message_rows(s),
         "clients": client_rows(s),
         "paths": path_rows(s),
         "conversations": conversation_rows(s),

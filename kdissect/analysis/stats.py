@@ -51,6 +51,17 @@ class TopicStats:
 
 
 @dataclass(slots=True)
+class TopicMessages:
+    """Messages naming a topic (msg.info["topic"] / ["topics"]), any protocol."""
+
+    requests: int = 0
+    responses: int = 0
+    events: int = 0
+    errors: int = 0
+    bytes: int = 0
+
+
+@dataclass(slots=True)
 class ClientStats:
     requests: int = 0
     bytes_sent: int = 0
@@ -112,6 +123,14 @@ def _fact(m: Message, key: str) -> Any:
     return v
 
 
+def topics_of(info: dict[str, Any]) -> list[str]:
+    many = info.get("topics")
+    if isinstance(many, list):
+        return [t for t in dict.fromkeys(many) if isinstance(t, str)]
+    one = info.get("topic")
+    return [one] if isinstance(one, str) else []
+
+
 def request_facts(m: Message) -> dict[str, Any]:
     """The facts that name a transaction: a response's are its request's (a Pulsar SEND is
     answered by SEND_RECEIPT, a RocketMQ response carries the server's version), like
@@ -133,6 +152,7 @@ class Stats:
         self.rtt: dict[str, QuantileSketch] = {}
         self.topics: dict[tuple[str, int | None], TopicStats] = {}
         self.topic_names: dict[str, str] = {}  # topic id -> name, learnt from Metadata responses
+        self.topic_messages: dict[tuple[str, str], TopicMessages] = {}
         self.clients: dict[tuple[str, str], ClientStats] = {}
         self.paths: dict[tuple[str, str, str], PathStats] = {}
         self.conversations: dict[int, ConvStats] = {}
@@ -155,6 +175,7 @@ class Stats:
         err = error_of(m) if m.kind == "response" else None
         self._op(m, size, rtt, err)
         self._volumes(m)
+        self._topic_messages(m, size, err)
         self._client(m, size, err)
         self._path(m, rtt, err)
         self._conversation(m, size, rtt, err)
@@ -198,6 +219,20 @@ class Stats:
                     c = bounded(self.clients, (m.protocol, cid), (m.protocol, OTHER), ClientStats, self.max_keys)
                     c.produced.records += v.records
                     c.produced.bytes += v.bytes
+
+    def _topic_messages(self, m: Message, size: int, err: str | None) -> None:
+        topics = topics_of(m.info) or (topics_of(m.peer.info) if m.peer is not None else [])
+        for topic in topics:
+            row = bounded(self.topic_messages, (m.protocol, topic), (m.protocol, OTHER), TopicMessages,
+                          self.max_keys)
+            row.bytes += size
+            row.errors += 1 if err else 0
+            if m.kind == "request":
+                row.requests += 1
+            elif m.kind == "response":
+                row.responses += 1
+            else:
+                row.events += 1
 
     def _client(self, m: Message, size: int, err: str | None) -> None:
         cid = _fact(m, "client_id")

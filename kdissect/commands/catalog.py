@@ -4,13 +4,24 @@ filters, `export --format fields` and Spark can use (like `tshark -G`)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import click
 
-from kdissect.analysis.fieldkeys import KeyInfo, common_keys, dissector_keys, kafka_keys, observed_keys
+from kdissect.analysis.fieldkeys import (
+    KeyInfo,
+    common_keys,
+    dissector_keys,
+    kafka_keys,
+    observed_keys,
+    zookeeper_keys,
+)
 from kdissect.cliutil import build, decode_options, iter_capture
 from kdissect.dissect.registry import DissectorRegistry
+
+# Protocols whose dissector tables can be walked for keys.
+TABLE_WALKERS: dict[str, Callable[[], list[KeyInfo] | None]] = {"kafka": kafka_keys, "zookeeper": zookeeper_keys}
 
 
 @click.command("protocols")
@@ -62,8 +73,8 @@ def _static(registry: DissectorRegistry, proto: str | None) -> tuple[list[KeyInf
         if proto not in (None, d.name):
             continue
         found = dissector_keys(d)
-        if found is None and d.name == "kafka":
-            found = kafka_keys()
+        if found is None and d.name in TABLE_WALKERS:
+            found = TABLE_WALKERS[d.name]()
         if found is None:
             notes.append(f"{d.name}: no key table; `kdissect fields {d.name} --from CAPTURE` lists the keys "
                          "seen in a capture")
@@ -79,7 +90,8 @@ def _print(keys: list[KeyInfo], fmt: str) -> None:
     for k in keys:
         extra = k.description
         if k.used_by:
-            extra = ", ".join(k.used_by[:4]) + (f" (+{len(k.used_by) - 4})" if len(k.used_by) > 4 else "")
+            used = ", ".join(k.used_by[:4]) + (f" (+{len(k.used_by) - 4})" if len(k.used_by) > 4 else "")
+            extra = f"{used}; {extra}" if extra else used
         if k.count:
             extra = f"{k.count}× e.g. {k.example!r}"
         click.echo(f"{k.key}\t{k.type}\t{extra}")

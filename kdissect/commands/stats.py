@@ -71,6 +71,7 @@ class StatsView:
         for proto, sketch in sorted(sketches.items()):
             self.histogram(f"{proto} response time", sketch)
         self.topics(d["topics"])
+        self.topic_messages(d["topic_messages"])
         self.clients(d["clients"])
         self.paths(d["paths"])
         self.conversations(d["conversations"])
@@ -119,6 +120,12 @@ class StatsView:
                 str(r["fetched"]["records"]), _size(r["fetched"]["bytes"])] for r in rows[: self.top]]
         self.table("Records per topic and partition", ["topic", "partition", "produced", "produced bytes",
                                                          "fetched", "fetched bytes"], out, len(rows))
+
+    def topic_messages(self, rows: list[dict[str, Any]]) -> None:
+        out = [[r["protocol"], r["topic"], str(r["requests"]), str(r["responses"]), str(r["events"]),
+                str(r["errors"]), _size(r["bytes"])] for r in rows[: self.top]]
+        self.table("Messages per topic", ["protocol", "topic", "requests", "responses", "events", "errors",
+                                          "bytes"], out, len(rows))
 
     def clients(self, rows: list[dict[str, Any]]) -> None:
         out = [[r["protocol"], r["client_id"] or '""', str(r["requests"]), _size(r["bytes_sent"]),

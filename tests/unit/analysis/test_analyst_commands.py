@@ -109,8 +109,25 @@ def test_protocols_and_fields() -> None:
     assert "Produce request" in keys["kafka.topic_data.partition_data.index"]["used_by"]
     assert "kafka.responses.partition_responses.error_code_name" in keys
     assert "kafka.header.api_key" in keys
+    zk = {k["key"] for k in json.loads(run("fields", "zookeeper", "-F", "json"))}
+    assert {"zookeeper.path", "zookeeper.stat.mzxid", "zookeeper.acl.id.scheme", "zookeeper.xid",
+            "zookeeper.err_name", "zookeeper.acl.perms_name"} <= zk
+    assert "zookeeper.mzxid" not in zk  # Stat is only ever nested
     common = run("fields", "kdissect")
     assert "kdissect.rtt_ms\t" in common
+
+
+def test_zookeeper_table_keys_cover_a_capture() -> None:
+    """Every key a real capture shows at the root of a ZooKeeper record is in the table walk."""
+    path = capture("zookeeper/gen__zk_kazoo_basic.pcap")
+    table = {k["key"] for k in json.loads(run("fields", "zookeeper", "-F", "json"))}
+    seen = {k["key"] for k in json.loads(run("fields", "zookeeper", "--from", str(path), "-F", "json"))
+            if not k["type"].startswith("info:")}
+    missing = seen - table
+    assert len(seen) > 20
+    # Outside the record tables: four-letter words, undecoded bytes.
+    four_letter = {"zookeeper.four_letter_word", "zookeeper.lines", "zookeeper.text"}
+    assert missing <= four_letter | {"zookeeper.body", "zookeeper.trailing", "zookeeper.event"}, missing
 
 
 def test_fields_from_a_capture() -> None:

@@ -146,3 +146,30 @@ def test_tables_are_bounded() -> None:
     assert len(st.ops) <= 6 and len(st.clients) <= 6 and len(st.paths) <= 6 and len(st.topics) <= 6
     assert len(st.conversations) == 5
     assert sum(t.produced.records for t in st.topics.values()) == 150
+
+
+@pytest.mark.parametrize("rel", ["pulsar/gen__pulsar_py_produce_consume.pcap", "rocketmq/gen__rocketmq_cpp_produce.pcap",
+                                 "kafka/gen__mock_ck_produce_basic.pcap"])
+def test_messages_per_topic(rel: str) -> None:
+    path = capture(rel)
+    msgs = export(path)
+    by_frame = {d["frame"]: d for d in msgs if d["kind"] == "request"}
+
+    def topics(d: dict[str, Any]) -> list[str]:
+        info = d["info"]
+        got = info.get("topics") or ([info["topic"]] if "topic" in info else [])
+        if not got and d["kind"] == "response" and d["match"]:
+            return topics(by_frame[d["match"]["frame"]])
+        return list(dict.fromkeys(got))
+
+    want: Counter[tuple[str, str, str]] = Counter()
+    size: Counter[str] = Counter()
+    for d in msgs:
+        for t in topics(d):
+            want[(t, d["kind"], d["protocol"])] += 1
+            size[t] += d["length"]
+    assert want
+    for r in stats(path)["topic_messages"]:
+        assert r["requests"] == want[(r["topic"], "request", r["protocol"])]
+        assert r["responses"] == want[(r["topic"], "response", r["protocol"])]
+        assert r["bytes"] == size[r["topic"]]
