@@ -113,6 +113,9 @@ def make_console(no_color: bool, file: IO[str] | None = None) -> Any:
             os.dup2(devnull, sys.stdout.fileno())
             raise SystemExit(0)
 
+    out = file or sys.stdout
+    # Off a terminal nothing wraps: tables take the width their content needs.
+    width = None if out.isatty() else int(os.environ.get("COLUMNS") or 10_000)
     if no_color:
-        return QuietConsole(file=file, color_system=None, no_color=True, highlight=False, width=10_000)
-    return QuietConsole(file=file, highlight=False, soft_wrap=True)
+        return QuietConsole(file=file, color_system=None, no_color=True, highlight=False, width=width or 10_000)
+    return QuietConsole(file=file, highlight=False, soft_wrap=True, width=width)
