@@ -61,7 +61,7 @@ def read(capture: str, count: int | None, verbose: bool, hexdump: bool, no_color
     """Print one line per message of CAPTURE, like Wireshark's packet list."""
     from kdissect.render.text import TextRenderer
 
-    registry, opts = build(decode_as, max_bytes, max_decompressed, show_secrets)
+    registry, opts = build(decode_as, max_bytes, max_decompressed, show_secrets, summary_only=not verbose)
     renderer = TextRenderer(make_console(no_color), verbose, hexdump, max_bytes)
     for n, m in enumerate(iter_capture(capture, registry, opts), 1):
         renderer.render(m)

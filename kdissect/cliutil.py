@@ -63,9 +63,12 @@ def decode_options(f: F) -> F:
 
 
 def build(decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int,
-          show_secrets: bool) -> tuple[DissectorRegistry, Options]:
+          show_secrets: bool, summary_only: bool = False) -> tuple[DissectorRegistry, Options]:
+    """The registry and options of a decoding command. `summary_only`: nothing but summary
+    lines is shown, so bulk records are counted rather than decoded (unless -Y needs them)."""
     registry = DissectorRegistry(decode_as=parse_decode_as(decode_as))
-    opts = Options(max_bytes=max_bytes, max_decompressed=max_decompressed, show_secrets=show_secrets)
+    opts = Options(max_bytes=max_bytes, max_decompressed=max_decompressed, show_secrets=show_secrets,
+                   record_detail=not summary_only or current_filter() is not None)
     return registry, opts
 
 

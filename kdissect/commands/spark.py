@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from kdissect.cliutil import decode_options, make_console
+from kdissect.cliutil import current_filter_text, decode_options, make_console
 from kdissect.errors import KdissectError, UsageError
 
 SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
@@ -58,17 +58,14 @@ def parse_conf(items: tuple[str, ...]) -> dict[str, str]:
 @decode_options
 def spark(inputs: tuple[str, ...], out: str, master: str, fmt: str, report: bool, overwrite: bool,
           split_size: str | None, conf: tuple[str, ...], log_path: str | None, no_color: bool,
-          decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int, show_secrets: bool,
-          **extra: Any) -> None:
+          decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int, show_secrets: bool) -> None:
     """Decode INPUT captures (files, directories, globs; local or hdfs://, s3a://, file://)
     with Apache Spark into the messages, transactions and records tables under DIR,
     partitioned by protocol and date."""
     from kdissect.dissect.registry import parse_decode_as
     from kdissect.spark.worker import Config
 
-    if any(v for v in extra.values()):
-        raise UsageError("kdissect spark: display filters are not supported yet; filter the tables with SQL")
-    cfg = Config(parse_decode_as(decode_as), max_bytes, max_decompressed, show_secrets)
+    cfg = Config(parse_decode_as(decode_as), max_bytes, max_decompressed, show_secrets, current_filter_text())
     split = parse_size(split_size) if split_size else None
     log = log_path or os.path.join(tempfile.gettempdir(), f"kdissect-spark-{os.getpid()}.log")
     console = make_console(no_color)
@@ -83,6 +80,7 @@ def _run(inputs: list[str], out: str, master: str, fmt: str, report: bool, overw
 
     t0 = time.monotonic()
     _status(f"starting Spark ({master})")
+    mine = session.active() is None  # a session already running (a notebook, tests) is kept
     spark = session.start(master, conf, log_path=log)
     started = time.monotonic() - t0
     try:
@@ -100,7 +98,8 @@ def _run(inputs: list[str], out: str, master: str, fmt: str, report: bool, overw
             _print_report(spark, console, log)
     finally:
         _status("")
-        spark.stop()
+        if mine:
+            spark.stop()
 
 
 def _guarded(fn: Any, log: str) -> Any:

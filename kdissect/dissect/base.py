@@ -23,6 +23,9 @@ class Options:
     max_decompressed: int = 64 * 1024 * 1024  # cap for any single decompression
     show_secrets: bool = False  # reveal SASL passwords, auth tokens
     decode_records: bool = True  # decode record batches / message payloads
+    # False: count records from batch headers without decoding each one (summary-only views:
+    # `read` without -V, -x or -Y); summaries stay the same, the field tree is shallower.
+    record_detail: bool = True
 
 
 class ConversationState:

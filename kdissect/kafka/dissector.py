@@ -22,8 +22,8 @@ from kdissect.wire.reader import WireReader
 PRODUCE = 0
 SASL_HANDSHAKE = 17
 SASL_RAW = "sasl_v0_raw_tokens"
-MAX_FRAME = 100 * 1024 * 1024
-PROBE_OPTIONS = Options(decode_records=False)  # the broker's socket.request.max.bytes is 100 MB by default
+MAX_FRAME = 100 * 1024 * 1024  # the broker's socket.request.max.bytes is 100 MB by default
+PROBE_OPTIONS = Options(decode_records=False)
 
 
 def _produce_acks(r: WireReader, version: int, flexible: bool) -> int | None:

@@ -11,10 +11,13 @@ from __future__ import annotations
 from kdissect.dissect.base import Options
 from kdissect.kafka.records_common import Ctx, EntryDecoder, plural, walk
 from kdissect.kafka.records_legacy import decode_message
-from kdissect.kafka.records_v2 import decode_batch
+from kdissect.kafka.records_v2 import count_batch, decode_batch
 from kdissect.model import ARRAY, Diagnostic, Field
 
 DECODERS: dict[int, EntryDecoder] = {0: decode_message, 1: decode_message, 2: decode_batch}
+# Summary-only views: v2 batches are counted from their headers (legacy messages are few and
+# their compressed wrappers hide their count, so they are decoded as usual).
+COUNTERS: dict[int, EntryDecoder] = {**DECODERS, 2: count_batch}
 
 
 def decode_records(buf: bytes, start: int, end: int, opts: Options, name: str = "records",
@@ -29,7 +32,8 @@ def decode_records(buf: bytes, start: int, end: int, opts: Options, name: str = 
     end = min(end, len(buf))
     start = max(0, min(start, end))
     ctx = Ctx(opts, budget=opts.max_decompressed)
-    batches = walk(buf, start, end, ctx, True, partial_ok, DECODERS) if opts.decode_records else []
+    decoders = DECODERS if opts.record_detail else COUNTERS
+    batches = walk(buf, start, end, ctx, True, partial_ok, decoders) if opts.decode_records else []
     field = Field(name, None, start, end - start, batches, ARRAY)
     if not opts.decode_records and end > start:
         field.children = None

@@ -65,6 +65,20 @@ def decode_batch(buf: bytes, start: int, end: int, ctx: Ctx, real: bool) -> Fiel
     return mkstruct("batch", children, start if real else -1, end - start, label)
 
 
+def count_batch(buf: bytes, start: int, end: int, ctx: Ctx, real: bool) -> Field:
+    """A RecordBatch's header and CRC only: its records are counted, not decoded (and their key
+    and value sizes are not summed)."""
+    if end - start < HEADER_SIZE:
+        return decode_batch(buf, start, end, ctx, real)
+    ctx.batches += 1
+    vals = _HEADER.unpack_from(buf, start)
+    _check_crc(buf, start, end, vals[4], ctx, real)
+    count = vals[12]
+    ctx.records += max(count, 0)
+    label = f"batch base_offset={vals[0]} records={count} (records not decoded)"
+    return Field("batch", None, start if real else -1, end - start, None, RAW, None, label)
+
+
 def _header_field(name: str, value: int, off: int, size: int, real: bool) -> Field:
     if name in _TIMES:
         return time_leaf(name, value, off, size, real)

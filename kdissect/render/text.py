@@ -6,7 +6,6 @@ Renderers never special-case a protocol: they read Message, Field hints and diag
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.text import Text
 
 from kdissect.model import (
@@ -17,6 +16,7 @@ from kdissect.model import (
     RAW,
     STRUCT,
     TIME_MS,
+    Diagnostic,
     Field,
     Message,
     Severity,
@@ -107,7 +107,9 @@ def hexdump(data: bytes, width: int = 16) -> list[str]:
 
 
 class TextRenderer:
-    """Prints messages to a rich Console, one line each, with optional tree and hex dump."""
+    """Prints messages one line each, with the optional tree (-V) and hex dump (-x). On a colour
+    terminal through rich; otherwise plain text is written straight to the file, which is many
+    times faster for the millions of lines a verbose dump of a large capture has."""
 
     def __init__(self, console: Console, verbose: bool = False, hexdump: bool = False,
                  max_bytes: int = 256) -> None:
@@ -116,36 +118,46 @@ class TextRenderer:
         self.hex = hexdump
         self.max_bytes = max_bytes
         self.t0: float | None = None
+        self.plain = console.no_color or console.color_system is None
 
     def render(self, m: Message) -> None:
         if self.t0 is None:
             self.t0 = m.ts
+        line = summary_line(m, self.t0)
+        details = self._details(m) if self.verbose else []
+        dump = hexdump(m.data) if self.hex else []
+        if self.plain:
+            parts = [line.plain, *details, *dump]
+            if details or dump:
+                parts.append("")
+            self.console.file.write("\n".join(parts) + "\n")
+            return
         c = self.console
-        c.print(summary_line(m, self.t0), soft_wrap=True, highlight=False)
-        if self.verbose:
-            self._details(m)
-        if self.hex:
-            for line in hexdump(m.data):
-                c.print(line, style="dim", highlight=False, markup=False, soft_wrap=True)
-        if self.verbose or self.hex:
+        c.print(line, soft_wrap=True, highlight=False)
+        if details:
+            c.print(Text("\n".join(details)), soft_wrap=True, highlight=False)
+            for d in m.diagnostics:
+                c.print(Text(_diag_text(d), style=SEVERITY_STYLE.get(d.severity, "")), soft_wrap=True)
+        if dump:
+            c.print(Text("\n".join(dump), style="dim"), soft_wrap=True, highlight=False)
+        if details or dump:
             c.print()
 
-    def _details(self, m: Message) -> None:
-        c = self.console
+    def _details(self, m: Message) -> list[str]:
         frames = ", ".join(str(f) for f in m.frames[:20]) + (" …" if len(m.frames) > 20 else "")
-        c.print(f"    frames: {frames}  stream: {m.stream}  length: {len(m.data)}",
-                style="dim", highlight=False, markup=False)
+        out = [f"    frames: {frames}  stream: {m.stream}  length: {len(m.data)}"]
         if m.match is not None:
             rtt = "" if m.match.rtt is None else f" after {m.match.rtt * 1000:.3f} ms"
-            c.print(f"    {m.match.kind} in frame {m.match.frame}{rtt}",
-                    style="dim", highlight=False, markup=False)
-        for line in tree_lines(m.fields, self.max_bytes):
-            c.print(line, highlight=False, markup=False, soft_wrap=True)
-        for d in m.diagnostics:
-            at = f" @{d.offset}" if d.offset >= 0 else ""
-            c.print(f"    [{escape(d.severity.value)}/{escape(d.group.value)}] {escape(d.key)}{at}: "
-                    f"{escape(d.message)}", style=SEVERITY_STYLE.get(d.severity, ""), highlight=False,
-                    soft_wrap=True)
+            out.append(f"    {m.match.kind} in frame {m.match.frame}{rtt}")
+        out.extend(tree_lines(m.fields, self.max_bytes))
+        if self.plain:
+            out.extend(_diag_text(d) for d in m.diagnostics)
+        return out
+
+
+def _diag_text(d: Diagnostic) -> str:
+    at = f" @{d.offset}" if d.offset >= 0 else ""
+    return f"    [{d.severity.value}/{d.group.value}] {d.key}{at}: {d.message}"
 
 
 __all__ = ["TextRenderer", "summary_line", "tree_lines", "hexdump", "BYTES"]

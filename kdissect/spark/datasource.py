@@ -9,8 +9,9 @@ exports it as `DefaultSource`, the name Spark looks for in modules named `pyspar
 lookup cannot list).
 
 Options: layer (messages | transactions | records; default messages), path / paths, decode_as
-("9093=kafka,9094=kafka"), max_bytes, max_decompressed, show_secrets, split_size (bytes per
-partition), parallelism (the cores to plan for; default this machine's), max_shares.
+("9093=kafka,9094=kafka"), filter (a display filter, docs/filters.md), max_bytes,
+max_decompressed, show_secrets, split_size (bytes per partition), parallelism (the cores to plan
+for; default this machine's), max_shares.
 This module imports pyspark: import it only where Spark runs.
 """
 
@@ -28,7 +29,7 @@ from kdissect.errors import UsageError
 from kdissect.spark.inputs import python_files
 from kdissect.spark.schema import LAYERS, layer_ddl
 from kdissect.spark.units import Unit, plan
-from kdissect.spark.worker import Config, read_unit
+from kdissect.spark.worker import Config, compiled_filter, read_unit
 
 NAME = "kdissect"
 
@@ -60,6 +61,7 @@ def config(options: dict[str, str]) -> Config:
         max_bytes=_int(options, "max_bytes", 256) or 0,
         max_decompressed=_int(options, "max_decompressed", 64 * 1024 * 1024) or 64 * 1024 * 1024,
         show_secrets=options.get("show_secrets", "false").lower() == "true",
+        display_filter=options.get("filter") or None,
     )
 
 
@@ -76,6 +78,7 @@ class KdissectReader(DataSourceReader):
         self.cfg = config(options)
 
     def partitions(self) -> list[InputPartition]:
+        compiled_filter(self.cfg.display_filter)  # a bad filter fails here, before any task
         files = python_files(_paths(self.options))
         cores = _int(self.options, "parallelism", os.cpu_count() or 1) or 1
         units = plan(files, cores, _int(self.options, "split_size", None), _int(self.options, "max_shares", None))

@@ -25,7 +25,8 @@ RECORD_ARRAYS = frozenset({"records", "messages"})
 VALUE_NAMES = ("value", "payload", "body")
 KEY_NAMES = ("key", "partition_key", "keys")
 HEADER_NAMES = ("headers", "properties")
-TOPIC_NAMES = ("topic", "topic_name", "name", "topic_id")  # in the structs around a record array
+TOPIC_NAMES = ("topic", "topic_name", "name")  # in the structs around a record array
+TOPIC_ID_NAMES = ("topic_id",)  # a topic known by id only (Kafka Fetch v13+): the last resort
 PARTITION_NAMES = ("partition", "partition_index", "index", "queue_id", "partition_id")
 RECORD_TOPIC = ("topic",)  # in a record itself ("name" or "index" would mean something else)
 RECORD_PARTITION = ("partition", "queue_id")
@@ -59,7 +60,7 @@ def extract(m: Message, max_bytes: int = 256) -> list[Record]:
     where = _Where(_first(m.info, INFO_TOPIC), _first(m.info, INFO_PARTITION))
     root = Field("", None, 0, len(m.data), m.fields, STRUCT)
     found: list[tuple[Field, _Where]] = []
-    _walk(root, where, found)
+    _walk(root, (), where, found)
     if not found and where.topic is not None and _single_value(root) is not None:
         found.append((root, where))
     return [_record(i, f, w, max_bytes) for i, (f, w) in enumerate(found)]
@@ -73,34 +74,44 @@ def _first(d: dict[str, Any], names: tuple[str, ...]) -> Any:
     return None
 
 
-def _here(f: Field, where: _Where) -> _Where:
-    """The topic and partition this struct states, over those of the structs around it."""
-    scalars = {c.name: c.value for c in f.children or () if c.children is None and c.value is not None}
-    topic = _first(scalars, TOPIC_NAMES)
-    part = _first(scalars, PARTITION_NAMES)
-    if topic is None and part is None:
-        return where
-    return _Where(where.topic if topic is None else topic, where.partition if part is None else part)
+_CONTEXT_NAMES = frozenset(TOPIC_NAMES + TOPIC_ID_NAMES + PARTITION_NAMES)
 
 
-def _walk(f: Field, where: _Where, out: list[tuple[Field, _Where]]) -> None:
+def _where(chain: tuple[Field, ...], where: _Where) -> _Where:
+    """The topic and partition stated by the structs around a record array (the innermost
+    wins), over those of the message's info."""
+    topic, part, topic_id = where.topic, where.partition, None
+    for f in chain:
+        found = {c.name: c.value for c in f.children or ()
+                 if c.name in _CONTEXT_NAMES and c.children is None and c.value is not None}
+        if found:
+            t, p, i = _first(found, TOPIC_NAMES), _first(found, PARTITION_NAMES), _first(found, TOPIC_ID_NAMES)
+            topic = topic if t is None else t
+            part = part if p is None else p
+            topic_id = topic_id if i is None else i
+    return _Where(topic if topic is not None else topic_id, part)
+
+
+def _walk(f: Field, chain: tuple[Field, ...], where: _Where, out: list[tuple[Field, _Where]]) -> None:
     if f.hint == STRUCT:
-        where = _here(f, where)
+        chain = (*chain, f)
     for c in f.children or ():
-        if c.hint == ARRAY and c.name in RECORD_ARRAYS:
-            _records(c, where, out)
-        elif c.children:
-            _walk(c, where, out)
+        if c.children:
+            if c.hint == ARRAY and c.name in RECORD_ARRAYS:
+                _records(c, chain, where, out)
+            else:
+                _walk(c, chain, where, out)
 
 
-def _records(arr: Field, where: _Where, out: list[tuple[Field, _Where]]) -> None:
+def _records(arr: Field, chain: tuple[Field, ...], where: _Where, out: list[tuple[Field, _Where]]) -> None:
+    here = _where(chain, where)
     for e in arr.children or ():
         if e.hint != STRUCT:
             continue
         if any(c.hint == ARRAY and c.name in RECORD_ARRAYS for c in e.children or ()):
-            _walk(e, where, out)  # a batch or a wrapper message: its records
+            _walk(e, chain, where, out)  # a batch or a wrapper message: its records
         else:
-            out.append((e, where))
+            out.append((e, here))
 
 
 Levels = list[dict[str, Field]]

@@ -7,13 +7,14 @@ typed columns and protocol structs are projections of the same values.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kdissect.model import Message
 from kdissect.render.jsonout import message_dict
 from kdissect.spark.records import extract
 from kdissect.spark.schema import PROTOCOLS, Projection
-from kdissect.spark.values import as_int, as_text, coerce, json_map, lookup, utc_date
+from kdissect.spark.values import Getter, as_int, as_text, converter, getter, json_map, utc_date
 
 Row = dict[str, Any]
 
@@ -26,14 +27,27 @@ def nanos(ts: float) -> int:
     return round(ts * 1_000_000_000)
 
 
-def project(p: Projection, fields: dict[str, Any], info: dict[str, Any]) -> Row:
+Compiled = tuple[tuple[str, tuple[Getter, ...], Callable[[Any], Any]], ...]
+
+
+def compile_projection(p: Projection) -> Compiled:
+    return tuple((name, tuple(getter(path) for path in paths), converter(t)) for name, t, paths in p)
+
+
+COMPILED: dict[str, Compiled] = {proto: compile_projection(p) for proto, p in PROTOCOLS.items()}
+
+
+def project(c: Compiled, fields: dict[str, Any], info: dict[str, Any]) -> Row:
+    """A protocol struct: per column, the first path holding a value of the column's type."""
     out: Row = {}
-    for name, t, paths in p:
+    for name, getters, conv in c:
         value = None
-        for path in paths:
-            value = coerce(t, lookup(fields, info, path))
-            if value is not None:
-                break
+        for get in getters:
+            v = get(fields, info)
+            if v is not None:
+                value = conv(v)
+                if value is not None:
+                    break
         out[name] = value
     return out
 
@@ -65,8 +79,11 @@ def message_row(m: Message, max_bytes: int = 256, d: dict[str, Any] | None = Non
         "match": d["match"],
         "date": utc_date(ts),
     }
-    for proto, p in PROTOCOLS.items():
-        row[proto] = project(p, fields, info) if proto == m.protocol else None
+    for proto in PROTOCOLS:
+        row[proto] = None
+    mine = COMPILED.get(m.protocol)
+    if mine is not None:
+        row[m.protocol] = project(mine, fields, info)
     return row
 
 

@@ -27,9 +27,23 @@ def json_text(v: Any) -> str:
     return json.dumps(v, ensure_ascii=False, default=_default, separators=(",", ":"))
 
 
+_quote = json.encoder.encode_basestring
+_SCALAR_TEXT: dict[type, Callable[[Any], str]] = {
+    str: _quote,
+    int: int.__repr__,
+    bool: lambda v: "true" if v else "false",
+    type(None): lambda v: "null",
+}
+
+
 def json_map(d: dict[str, Any]) -> list[tuple[str, str]]:
-    """A JSON object as map entries: every value as JSON text (`get_json_object(v, '$')`)."""
-    return [(k, json_text(v)) for k, v in d.items()]
+    """A JSON object as map entries: every value as JSON text (`get_json_object(v, '$')`).
+    Strings, integers, booleans and nulls take a fast path; the text is json.dumps's."""
+    out = []
+    for k, v in d.items():
+        fast = _SCALAR_TEXT.get(type(v))
+        out.append((k, fast(v) if fast is not None else json_text(v)))
+    return out
 
 
 def _int_in(lo: int, hi: int) -> Callable[[Any], int | None]:
@@ -75,13 +89,17 @@ COERCE: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def coerce(t: SqlType, v: Any) -> Any:
-    """v as a value of column type t, or None when it is not one."""
+def converter(t: SqlType) -> Callable[[Any], Any]:
+    """The function that makes a value of column type t, or None when it is not one."""
     if isinstance(t, str):
-        return COERCE[t](v)
+        return COERCE[t]
     if t == ("array", "string"):
-        return _string_array(v)
-    return None
+        return _string_array
+    return lambda v: None
+
+
+def coerce(t: SqlType, v: Any) -> Any:
+    return converter(t)(v)
 
 
 as_int = COERCE["int"]
@@ -99,11 +117,24 @@ def utc_date(ts: float) -> str:
     return _day(int(ts // 86400))
 
 
-def lookup(fields: dict[str, Any], info: dict[str, Any], path: str) -> Any:
-    """The value at a dotted path of the fields object ("info." reads info; "*" any member)."""
+Getter = Callable[[dict[str, Any], dict[str, Any]], Any]
+
+
+def getter(path: str) -> Getter:
+    """A function (fields, info) -> the value at a dotted path of the fields object ("info."
+    reads info; "*" matches any member: the first that has the rest of the path)."""
     if path.startswith("info."):
-        return info.get(path[5:])
-    return _walk(fields, path.split("."))
+        key = path[5:]
+        return lambda fields, info: info.get(key)
+    parts = path.split(".")
+    if len(parts) == 1:
+        key = parts[0]
+        return lambda fields, info: fields.get(key)
+    return lambda fields, info: _walk(fields, parts)
+
+
+def lookup(fields: dict[str, Any], info: dict[str, Any], path: str) -> Any:
+    return getter(path)(fields, info)
 
 
 def _walk(node: Any, parts: list[str]) -> Any:
