@@ -37,6 +37,12 @@ def rtt_text(m: Message) -> str:
     return f" ({ms:.1f} ms)" if ms >= 0.1 else f" ({ms * 1000:.0f} µs)"
 
 
+def summary_plain(m: Message, t0: float, width_addr: int = 21) -> str:
+    """The packet-list line as plain text (the same columns as summary_line)."""
+    return (f"{m.frame:>6} {m.ts - t0:11.6f} {m.src:>{width_addr}} → {m.dst:<{width_addr}} "
+            f"{m.protocol.upper():<9} {m.summary}{rtt_text(m)}")
+
+
 def summary_line(m: Message, t0: float, width_addr: int = 21) -> Text:
     """Like Wireshark's packet list: number, relative time, src → dst, protocol, summary."""
     t = Text()
@@ -123,17 +129,16 @@ class TextRenderer:
     def render(self, m: Message) -> None:
         if self.t0 is None:
             self.t0 = m.ts
-        line = summary_line(m, self.t0)
         details = self._details(m) if self.verbose else []
         dump = hexdump(m.data) if self.hex else []
         if self.plain:
-            parts = [line.plain, *details, *dump]
+            parts = [summary_plain(m, self.t0), *details, *dump]
             if details or dump:
                 parts.append("")
             self.console.file.write("\n".join(parts) + "\n")
             return
         c = self.console
-        c.print(line, soft_wrap=True, highlight=False)
+        c.print(summary_line(m, self.t0), soft_wrap=True, highlight=False)
         if details:
             c.print(Text("\n".join(details)), soft_wrap=True, highlight=False)
             for d in m.diagnostics:

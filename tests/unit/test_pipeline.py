@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 from pcapgen import TcpConn, ethernet, kafka_request, kafka_response
+from tests_support_pipeline import run_packets
 
 from kdissect.capture.pcapfile import RawFrame
 from kdissect.dissect.registry import DissectorRegistry
@@ -15,13 +16,8 @@ API_VERSIONS_V0_RESPONSE = struct.pack(">hi", 0, 0)  # error 0, no api keys
 PRODUCE_ACKS0 = struct.pack(">hii", 0, 1000, 0)  # acks=0, timeout, no topics
 
 
-def run(pkts: list[bytes], registry: DissectorRegistry | None = None, t0: float = 100.0) -> list[Message]:
-    pipe = Pipeline(registry)
-    out: list[Message] = []
-    for i, p in enumerate(pkts):
-        frame = ethernet(p)
-        out += pipe.feed(RawFrame(i + 1, t0 + i * 0.01, 1, frame, len(frame)))
-    return out + pipe.finish()
+def run(pkts: list[bytes], registry: DissectorRegistry | None = None) -> list[Message]:
+    return run_packets(pkts, registry)
 
 
 def test_request_and_response_are_linked_with_the_response_time() -> None:
