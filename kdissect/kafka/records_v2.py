@@ -7,7 +7,7 @@ import struct
 
 import crc32c
 
-from kdissect.errors import BadLength, BadValue, DecodeError, Truncated
+from kdissect.errors import BadLength, DecodeError, Truncated
 from kdissect.kafka.compression import codec_name
 from kdissect.kafka.records_common import (
     LOG_APPEND_TIME,
@@ -19,6 +19,7 @@ from kdissect.kafka.records_common import (
 from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, TIME_MS, Field, Group, Row, Severity, array
 from kdissect.model import struct as mkstruct
 from kdissect.wire.reader import WireReader
+from kdissect.wire.varint import varint_at
 
 # base_offset, batch_length, partition_leader_epoch, magic, crc, attributes, last_offset_delta,
 # base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, records_count
@@ -130,26 +131,9 @@ def _records(buf: bytes, start: int, end: int, hdr: dict[str, int], ctx: Ctx, re
     return f
 
 
-def _zz(buf: bytes, p: int, end: int) -> tuple[int, int]:
-    """A zig-zag varint at p (at most 10 bytes, before end): its value and the next offset."""
-    result = shift = 0
-    start = p
-    while True:
-        if p >= end:
-            raise Truncated("varint past the end", start)
-        b = buf[p]
-        p += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), p
-        shift += 7
-        if shift >= 70:
-            raise BadValue("varint longer than 10 bytes", start)
-
-
 def _blob(buf: bytes, p: int, end: int) -> tuple[bytes | None, int, int]:
     """A varint length (-1: null) and that many bytes: (data, data offset, next offset)."""
-    n, p = _zz(buf, p, end)
+    n, p = varint_at(buf, p, end)
     if n == -1:
         return None, p, p
     if n < 0 or p + n > end:
@@ -161,7 +145,7 @@ def _record(r: WireReader, hdr: dict[str, int], ctx: Ctx, real: bool) -> Field:
     """One record (varint length, attributes, timestamp and offset deltas, key, value,
     headers); `r` moves past it."""
     buf, start = r.buf, r.pos
-    length, p = _zz(buf, start, r.end)
+    length, p = varint_at(buf, start, r.end)
     end = p + length
     if length < 0 or end > r.end:
         raise (BadLength if length < 0 else Truncated)(f"record of {length} bytes, {r.end - p} remain", start)
@@ -169,8 +153,8 @@ def _record(r: WireReader, hdr: dict[str, int], ctx: Ctx, real: bool) -> Field:
     if p >= end:
         raise Truncated("record without attributes", p)
     p += 1
-    ts_delta, p2 = _zz(buf, p, end)
-    off_delta, p3 = _zz(buf, p2, end)
+    ts_delta, p2 = varint_at(buf, p, end)
+    off_delta, p3 = varint_at(buf, p2, end)
     key, kat, p = _blob(buf, p3, end)
     value, vat, p = _blob(buf, p, end)
     headers, p = _headers(buf, p, end, real)
@@ -196,7 +180,7 @@ def _record(r: WireReader, hdr: dict[str, int], ctx: Ctx, real: bool) -> Field:
 
 def _headers(buf: bytes, p: int, end: int, real: bool) -> tuple[Field, int]:
     start = p
-    n, p = _zz(buf, p, end)
+    n, p = varint_at(buf, p, end)
     if n < 0 or 2 * n > end - p:
         raise BadLength(f"header count {n} with {end - p} bytes left", start)
     items: list[Field] = []

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from kdissect.errors import BadValue, DecodeError, Truncated
 from kdissect.model import ARRAY, BYTES, ENUM, RAW, STRUCT, TIME_MS, Diagnostic, Field, Group, Severity
 from kdissect.pulsar.schema_table import ENUMS, MESSAGES
+from kdissect.wire.varint import uvarint_at, zigzag
 
 VARINT, FIXED64, LEN, FIXED32 = 0, 1, 2, 5
 MAX_DEPTH = 24
@@ -40,17 +41,13 @@ def _signed(v: int, bits: int) -> int:
     return v - (1 << bits) if v >> (bits - 1) else v
 
 
-def _zigzag(v: int) -> int:
-    return (v >> 1) ^ -(v & 1)
-
-
 _VARINT_CONV: dict[str, Callable[[int], Any]] = {
     "int32": lambda v: _signed(v, 32),
     "int64": lambda v: _signed(v, 64),
     "uint32": lambda v: v & 0xFFFFFFFF,
     "uint64": lambda v: v & 0xFFFFFFFFFFFFFFFF,
-    "sint32": lambda v: _signed(_zigzag(v & 0xFFFFFFFF), 32),
-    "sint64": lambda v: _zigzag(v & 0xFFFFFFFFFFFFFFFF),
+    "sint32": lambda v: _signed(zigzag(v & 0xFFFFFFFF), 32),
+    "sint64": lambda v: zigzag(v & 0xFFFFFFFFFFFFFFFF),
     "bool": lambda v: v != 0,
 }
 
@@ -100,26 +97,9 @@ def required(message: str) -> tuple[str, ...]:
     return tuple(p.name for p in plan(message).values() if p.required)
 
 
-def _uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    """(value, next position) of the unsigned varint at pos; at most 10 bytes."""
-    result = shift = 0
-    start = pos
-    while True:
-        if pos >= end:
-            raise Truncated("varint past the end", start)
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 70:
-            raise BadValue("varint longer than 10 bytes", start)
-
-
 def _length(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     """(end of the length-delimited value, its start) for the length prefix at pos."""
-    n, pos = _uvarint(buf, pos, end)
+    n, pos = uvarint_at(buf, pos, end)
     if n > end - pos:
         raise BadValue(f"length {n} exceeds the {end - pos} bytes that remain", pos)
     return pos + n, pos
@@ -144,7 +124,7 @@ def walk(buf: bytes, start: int, end: int, message: str, ctx: WalkContext, depth
         if key < 0x80:
             pos += 1
         else:
-            key, pos = _uvarint(buf, pos, end)
+            key, pos = uvarint_at(buf, pos, end)
         number, wire = key >> 3, key & 7
         if number == 0:
             raise BadValue(f"{message}: field number 0", tag_at)
@@ -172,7 +152,7 @@ def walk(buf: bytes, start: int, end: int, message: str, ctx: WalkContext, depth
 def _value(buf: bytes, pos: int, end: int, p: Plan, wire: int, message: str, ctx: WalkContext,
            depth: int) -> tuple[Field, int]:
     if wire == VARINT:
-        v, pos = _uvarint(buf, pos, end)
+        v, pos = uvarint_at(buf, pos, end)
         return _from_varint(p, v), pos
     if wire != LEN:
         st = _FIXED[p.type]
@@ -239,7 +219,7 @@ def _unknown(buf: bytes, pos: int, end: int, number: int, wire: int, at: int, me
              known: bool) -> tuple[Field, int]:
     value: Any
     if wire == VARINT:
-        value, pos = _uvarint(buf, pos, end)
+        value, pos = uvarint_at(buf, pos, end)
     elif wire in (FIXED64, FIXED32):
         size = 8 if wire == FIXED64 else 4
         if pos + size > end:

@@ -10,6 +10,7 @@ import struct
 import uuid as _uuid
 
 from kdissect.errors import BadLength, BadValue, Truncated
+from kdissect.wire.varint import uvarint_at, zigzag
 
 _I8 = struct.Struct(">b").unpack_from
 _U8 = struct.Struct(">B").unpack_from
@@ -146,27 +147,12 @@ class WireReader:
 
     def uvarint(self) -> int:
         """Unsigned LEB128 (protobuf, Kafka); at most 10 bytes."""
-        buf, p, end = self.buf, self.pos, self.end
-        result = 0
-        shift = 0
-        while True:
-            if p >= end:
-                raise Truncated("varint past the end", self.pos)
-            b = buf[p]
-            p += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                break
-            shift += 7
-            if shift >= 70:
-                raise BadValue("varint longer than 10 bytes", self.pos)
-        self.pos = p
-        return result
+        v, self.pos = uvarint_at(self.buf, self.pos, self.end)
+        return v
 
     def varint(self) -> int:
         """Zig-zag signed varint (Kafka records)."""
-        v = self.uvarint()
-        return (v >> 1) ^ -(v & 1)
+        return zigzag(self.uvarint())
 
     def uvarint32(self) -> int:
         """Unsigned varint that must fit in 32 bits (Kafka compact lengths)."""

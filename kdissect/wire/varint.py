@@ -1,0 +1,33 @@
+"""LEB128 varints over a buffer position: the one implementation behind WireReader, Kafka
+records and the protobuf walker. Each returns (value, next position)."""
+
+from __future__ import annotations
+
+from kdissect.errors import BadValue, Truncated
+
+
+def uvarint_at(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """The unsigned varint at pos (at most 10 bytes, before end)."""
+    result = shift = 0
+    start = pos
+    while True:
+        if pos >= end:
+            raise Truncated("varint past the end", start)
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise BadValue("varint longer than 10 bytes", start)
+
+
+def zigzag(v: int) -> int:
+    return (v >> 1) ^ -(v & 1)
+
+
+def varint_at(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """The zig-zag signed varint at pos (Kafka records, protobuf sint)."""
+    v, pos = uvarint_at(buf, pos, end)
+    return (v >> 1) ^ -(v & 1), pos
