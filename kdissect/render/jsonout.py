@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from kdissect.model import ARRAY, ENUM, FLAGS, RAW, STRUCT, Field, Message, Row
+from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, Column, Field, Message, Row
 
 SCHEMA_VERSION = 1
 _WHITESPACE = {ord("\t"): None, ord("\r"): None, ord("\n"): None}
@@ -37,19 +37,39 @@ _PLAIN = frozenset({int, str, bool, type(None)})
 _NAMED = frozenset({ENUM, FLAGS})
 
 
+def _row_plan(columns: tuple[Column, ...]) -> tuple[tuple[str, Callable[[Any, int], Any] | None], ...]:
+    """How each column of a Row kind becomes JSON: None where the value is already plain."""
+    def conv(hint: str | None) -> Callable[[Any, int], Any] | None:
+        if hint == BYTES:
+            return _bytes_or_field
+        if hint in (RAW, STRUCT, ARRAY):
+            return _any_value
+        return None
+
+    plan = tuple((name, conv(hint)) for name, hint in columns)
+    _ROW_PLANS[columns] = plan
+    return plan
+
+
+def _bytes_or_field(v: Any, max_bytes: int) -> Any:
+    return bytes_value(v, max_bytes) if type(v) is bytes else _any_value(v, max_bytes)
+
+
+def _any_value(v: Any, max_bytes: int) -> Any:
+    if isinstance(v, Field):
+        return field_value(v, max_bytes)
+    return field_value(Field("", v), max_bytes) if type(v) not in _PLAIN else v
+
+
+_ROW_PLANS: dict[tuple[Column, ...], tuple[tuple[str, Callable[[Any, int], Any] | None], ...]] = {}
+
+
 def row_dict(row: Row, max_bytes: int) -> dict[str, Any]:
     """A Row straight from its values, without building its child Fields."""
+    plan = _ROW_PLANS.get(row.columns) or _row_plan(row.columns)
     out: dict[str, Any] = {}
-    for (name, hint), v in zip(row.columns, row.values, strict=True):
-        tv = type(v)
-        if tv in _PLAIN:
-            out[name] = v
-        elif tv is bytes:
-            out[name] = v.hex() if hint == RAW else bytes_value(v, max_bytes)
-        elif isinstance(v, Field):
-            out[name] = field_value(v, max_bytes)
-        else:
-            out[name] = field_value(Field(name, v, hint=hint), max_bytes)
+    for (name, conv), v in zip(plan, row.values, strict=True):
+        out[name] = v if conv is None or v is None else conv(v, max_bytes)
     return out
 
 

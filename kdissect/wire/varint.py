@@ -8,6 +8,8 @@ from kdissect.errors import BadValue, Truncated
 
 def uvarint_at(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     """The unsigned varint at pos (at most 10 bytes, before end)."""
+    if pos < end and buf[pos] < 0x80:  # the common one-byte case, without the loop
+        return buf[pos], pos + 1
     result = shift = 0
     start = pos
     while True:
@@ -29,5 +31,8 @@ def zigzag(v: int) -> int:
 
 def varint_at(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     """The zig-zag signed varint at pos (Kafka records, protobuf sint)."""
+    if pos < end and buf[pos] < 0x80:
+        v = buf[pos]
+        return (v >> 1) ^ -(v & 1), pos + 1
     v, pos = uvarint_at(buf, pos, end)
     return (v >> 1) ^ -(v & 1), pos
