@@ -133,14 +133,17 @@ class Pipeline:
             r.fin(seg.seq + (1 if seg.flags & SYN else 0), len(seg.payload) + seg.missing)
         if events:
             self._events(conv, side, events)
+        self._track_end(conv, side, seg)
+
+    def _track_end(self, conv: Conversation, side: int, seg: TcpSegment) -> None:
+        """FIN and RST: a conversation closed both ways (or reset) is flushed and forgotten."""
         if seg.flags & RST:
             conv.rst = True
         elif seg.flags & FIN:
             conv.fin[side] = True
         if conv.closed:
             self._close(conv)
-            key = (conv.a, conv.b)
-            self.conversations.pop(key, None)
+            self.conversations.pop((conv.a, conv.b), None)
 
     def _skip(self, conv: Conversation, seg: TcpSegment) -> bool:
         """A conversation flow_filter rejected, once its protocol is known: track only what
@@ -149,13 +152,7 @@ class Pipeline:
             return False
         side = conv.side_of(seg.src, seg.sport)
         conv.bytes[side] += len(seg.payload)
-        if seg.flags & RST:
-            conv.rst = True
-        elif seg.flags & FIN:
-            conv.fin[side] = True
-        if conv.closed:
-            self._close(conv)
-            self.conversations.pop((conv.a, conv.b), None)
+        self._track_end(conv, side, seg)
         return True
 
     @staticmethod
