@@ -4,35 +4,12 @@ against the JSON export."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from analysis_support import capture, export, run
 
-from kdissect.cli import cli
 from kdissect.commands.fieldsout import parse_format
 from kdissect.errors import UsageError
-
-SHARED = Path(__file__).resolve().parents[3] / ".." / "shared"
-CAPTURES = SHARED / "captures"
-
-
-def capture(rel: str) -> Path:
-    p = CAPTURES / rel
-    if not p.exists():
-        pytest.skip(f"{p} not available")
-    return p
-
-
-def run(*args: str) -> str:
-    res = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    assert res.exit_code == 0, res.output
-    return res.output
-
-
-def export(path: Path, *args: str) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in run("export", str(path), "-F", "jsonl", *args).splitlines() if x.startswith("{")]
 
 
 def test_fields_output_matches_the_json_export() -> None:
