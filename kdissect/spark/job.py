@@ -2,7 +2,8 @@
 
 The driver lists the inputs (sizes only: it reads no capture) and plans units of work; each
 task decodes its unit and returns combined rows (a message, its records, its transaction) as
-Arrow batches; the result is kept (MEMORY_AND_DISK) and written as the `messages`,
+Arrow batches; the result is kept on the executors' disks (DISK_ONLY: memory-bound caching of
+wide nested rows runs the JVM out of heap on big inputs) and written as the `messages`,
 `transactions` and `records` tables, partitioned by protocol and date.
 
 Local captures are opened by the tasks themselves (one task per unit: a Spark range with one
@@ -118,7 +119,7 @@ def run(spark: Any, p: Plan, out: str, cfg: Config, fmt: str = "parquet", overwr
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    df = decoded(spark, p, cfg, spark_io).persist(StorageLevel.MEMORY_AND_DISK)
+    df = decoded(spark, p, cfg, spark_io).persist(StorageLevel.DISK_ONLY)
     frames = tables(df)
     mode = "overwrite" if overwrite else "errorifexists"
     for name in TABLES:

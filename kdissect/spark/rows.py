@@ -1,8 +1,9 @@
 """Message -> table rows (dicts keyed by the columns of kdissect.spark.schema). Pure Python.
 
 Everything a row says comes from kdissect.render.jsonout.message_dict, the export contract:
-the `info` and `fields` maps hold every member of the export's objects as JSON text, the
-typed columns and protocol structs are projections of the same values.
+`fields` is the export's fields object as JSON text, `info` a map of the export's info object
+(each value as JSON text); the typed columns and protocol structs are projections of the same
+values.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from kdissect.model import Message
 from kdissect.render.jsonout import message_dict
 from kdissect.spark.records import extract
 from kdissect.spark.schema import PROTOCOLS, Projection
-from kdissect.spark.values import Getter, as_int, as_text, converter, getter, json_map, utc_date
+from kdissect.spark.values import Getter, as_int, as_text, converter, getter, json_map, json_text, utc_date
 
 Row = dict[str, Any]
 
@@ -74,7 +75,7 @@ def message_row(m: Message, max_bytes: int = 256, d: dict[str, Any] | None = Non
         "length": d["length"],
         **_facts(info),
         "info": json_map(info),
-        "fields": json_map(fields),
+        "fields": json_text(fields),
         "diagnostics": d["diagnostics"],
         "match": d["match"],
         "date": utc_date(ts),

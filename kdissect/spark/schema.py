@@ -153,7 +153,7 @@ MESSAGE_COLUMNS: Columns = (
     ("error", "string"),
     ("topic", "string"),
     ("info", map_of("string")),
-    ("fields", map_of("string")),
+    ("fields", "string"),  # JSON text: one encode per message, and cheap to store
     ("diagnostics", array(DIAGNOSTIC)),
     ("match", MATCH),
     *((name, projection_type(p)) for name, p in PROTOCOLS.items()),

@@ -116,7 +116,7 @@ def submit_args(driver_memory: str | None, fast_start: bool = False) -> str:
 
 
 def start(master: str, conf: dict[str, str] | None = None, log_path: str | None = None,
-          app_name: str = "kdissect", driver_memory: str | None = "2g", fast_start: bool = False) -> Any:
+          app_name: str = "kdissect", driver_memory: str | None = "4g", fast_start: bool = False) -> Any:
     """A SparkSession (the active one if there is one), started quietly."""
     check_pyspark()
     from pyspark.sql import SparkSession

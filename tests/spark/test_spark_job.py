@@ -1,0 +1,221 @@
+"""kdissect on a real local Spark: the job's tables equal the single-process decoding (also when
+captures are shared between tasks by flow hash, and when Spark reads the bytes), the data
+source, SQL, and the command. One SparkSession for the module."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from kdissect.dissect.registry import DissectorRegistry  # noqa: E402
+from kdissect.errors import UsageError  # noqa: E402
+from kdissect.pipeline import dissect_file  # noqa: E402
+from kdissect.spark import job, rows, session  # noqa: E402
+from kdissect.spark.schema import layer_ddl  # noqa: E402
+from kdissect.spark.worker import Config  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO / ".." / "shared" / "captures"
+PROJECT = REPO / "captures"
+
+
+def _java_ok() -> bool:
+    try:
+        session.check_java()
+    except UsageError:
+        return False
+    return True
+
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not _java_ok(), reason="no Java 17+ for Spark")]
+
+
+def inputs() -> list[str]:
+    dirs = [str(d) for d in (SHARED, PROJECT) if d.is_dir() and glob.glob(str(d / "**" / "*.pcap*"), recursive=True)]
+    if not dirs:
+        pytest.skip("no captures (../shared/captures, captures/)")
+    return dirs
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    # Spark's automatic data source lookup lists the Python path of its workers: the repository
+    # root makes `pyspark_kdissect` visible even with an editable install.
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    log = tmp_path_factory.mktemp("spark") / "spark.log"
+    s = session.start("local[2]", {"spark.sql.shuffle.partitions": "4"}, log_path=str(log), fast_start=True)
+    yield s
+    s.stop()
+
+
+# -- expected rows: the single-process pipeline ------------------------------------------
+
+MAP_COLUMNS = ("info", "headers")  # rows give map entries as (key, value) lists, Spark as dicts
+
+
+def _norm(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _norm(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_norm(x) for x in v]
+    return v
+
+
+def _canon(row: dict[str, Any], drop: tuple[str, ...] = ("time",)) -> str:
+    r = {k: dict(v) if k in MAP_COLUMNS and isinstance(v, list) else _norm(v)
+         for k, v in row.items() if k not in drop}
+    if "date" in r:
+        r["date"] = str(r["date"])
+    for d in r.get("diagnostics") or []:
+        d.setdefault("offset", None)
+    return json.dumps(r, sort_keys=True, default=str)
+
+
+def expected(files: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {"messages": [], "transactions": [], "records": []}
+    for path in files:
+        for m in dissect_file(path, DissectorRegistry()):
+            m.capture = path
+            out["messages"].append(_canon(rows.message_row(m)))
+            t = rows.transaction_row(m)
+            if t is not None:
+                out["transactions"].append(_canon(t))
+            out["records"] += [_canon(r) for r in rows.record_rows(m)]
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def written(spark: Any, out: Path, fmt: str = "parquet") -> dict[str, list[str]]:
+    got = {}
+    for name in job.TABLES:
+        reader = spark.read.format(fmt).option("basePath", str(out / name))
+        if fmt == "json":  # JSON has no schema of its own: maps would come back as structs
+            reader = reader.schema(layer_ddl(name))
+        df = reader.load(str(out / name))
+        got[name] = sorted(_canon(r.asDict(recursive=True)) for r in df.collect())
+    return got
+
+
+@pytest.fixture(scope="module")
+def baseline(spark: Any) -> tuple[job.Plan, dict[str, list[str]]]:
+    p = job.make_plan(spark, inputs())
+    return p, expected([f for f, _ in p.files])
+
+
+# -- the job ------------------------------------------------------------------------------
+
+def test_tables_equal_single_process_with_shared_captures(spark: Any, baseline: Any, tmp_path: Path) -> None:
+    p0, want = baseline
+    p = job.make_plan(spark, inputs(), split=48 * 1024, max_shares=3)
+    assert any(piece.shares == 3 for u in p.units for piece in u), "no capture was shared"
+    result = job.run(spark, p, str(tmp_path), Config())
+    assert result.counts == {k: len(v) for k, v in want.items()}
+    assert written(spark, tmp_path) == want
+    assert {d.name for d in (tmp_path / "messages").iterdir() if d.is_dir()} >= {"protocol=kafka", "protocol=zookeeper"}
+
+
+def test_spark_io_reads_the_same(spark: Any, tmp_path: Path) -> None:
+    dirs = [d for d in (SHARED / "pulsar", SHARED / "rocketmq") if d.is_dir()]
+    if not dirs:
+        pytest.skip("../shared/captures is absent")
+    p = job.make_plan(spark, [str(d) for d in dirs], split=16 * 1024, max_shares=2)
+    job.run(spark, p, str(tmp_path), Config(), fmt="json", spark_io=True)
+    assert written(spark, tmp_path, "json")["messages"] == expected([f for f, _ in p.files])["messages"]
+
+
+def test_sql_over_the_tables(spark: Any, baseline: Any, tmp_path: Path) -> None:
+    from kdissect.spark import report
+
+    p, want = baseline
+    job.run(spark, p, str(tmp_path), Config())
+    tables = {t.title: t for t in report.run(spark)}
+    per_api = tables["Per protocol and API"]
+    row = next(r for r in per_api.rows if r[:2] == ("pulsar", "SEND"))
+    sends = [json.loads(x) for x in want["messages"]]
+    n_send = sum(1 for m in sends if m["protocol"] == "pulsar" and m["op"] == "SEND")
+    n_tx = sum(1 for t in map(json.loads, want["transactions"]) if t["protocol"] == "pulsar" and t["op"] == "SEND")
+    assert row[per_api.columns.index("messages")] == n_send and row[per_api.columns.index("transactions")] == n_tx
+    topics = tables["Top topics by bytes"]
+    assert topics.rows and all(r[topics.columns.index("records")] > 0 for r in topics.rows)
+    n = spark.sql("SELECT count(*) FROM messages WHERE kafka.api_key = 0 AND kind = 'request'").first()[0]
+    assert n == sum(1 for m in sends if m["op"] == "Produce" and m["kind"] == "request") > 0
+
+
+# -- the data source ------------------------------------------------------------------------
+
+def test_data_source_found_by_spark(spark: Any, baseline: Any) -> None:
+    p, want = baseline
+    kafka = str(SHARED / "kafka")
+    for layer in ("messages", "transactions", "records"):
+        df = spark.read.format("kdissect").option("layer", layer).load(inputs())
+        assert df.count() == len(want[layer]), layer
+    produce = "kafka.header.api_key == 0"
+    from kdissect.filter import compile_filter
+
+    keep = compile_filter(produce)
+    n = sum(1 for f, _ in p.files for m in dissect_file(f, DissectorRegistry()) if keep(m))
+    assert spark.read.format("kdissect").option("filter", produce).load(inputs()).count() == n > 0
+    recs = spark.read.format("kdissect").option("layer", "records").option("split_size", "32768") \
+        .option("max_shares", "2").load(kafka)
+    assert recs.where("topic = 'basic' AND key = 'key-6'").count() >= 1
+
+
+def test_data_source_in_sql(spark: Any) -> None:
+    zk = SHARED / "zookeeper"
+    if not zk.is_dir():
+        pytest.skip("../shared/captures is absent")
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW zk USING kdissect OPTIONS (path '{zk}', layer 'transactions')")
+    ops = {r["op"]: r["n"] for r in spark.sql("SELECT op, count(*) AS n FROM zk GROUP BY op").collect()}
+    want = sum(1 for f in sorted(glob.glob(str(zk / "*.pcap"))) for m in dissect_file(f) if rows.transaction_row(m))
+    assert sum(ops.values()) == want and ops["create"] > 0
+
+
+# -- the command ----------------------------------------------------------------------------
+
+def test_command_writes_tables_and_reports(spark: Any, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from kdissect.cli import cli
+
+    pulsar = SHARED / "pulsar"
+    if not pulsar.is_dir():
+        pytest.skip("../shared/captures is absent")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["spark", str(pulsar), "--out", str(out), "--master", "local[2]",
+                                   "--report", "--no-color", "-F", "json"])
+    assert res.exit_code == 0, res.output
+    assert "124 messages, 52 transactions, 38 records from 4 captures" in res.output
+    assert "Per protocol and API" in res.output and "persistent://public/default/py-topic" in res.output
+    assert list((out / "records" / "protocol=pulsar").iterdir())
+    again = CliRunner().invoke(cli, ["spark", str(pulsar), "--out", str(out)])
+    assert again.exit_code != 0 and "already exists" in str(again.exception)
+
+
+def test_command_bad_capture_is_one_clear_error(spark: Any, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from kdissect.cli import cli
+
+    bad = tmp_path / "notes.pcap"
+    bad.write_text("not a capture\n")
+    res = CliRunner().invoke(cli, ["spark", str(bad), "--out", str(tmp_path / "out")])
+    assert isinstance(res.exception, UsageError)
+    assert "not a pcap or pcapng capture" in str(res.exception)
+
+
+def test_missing_java_is_exit_2_and_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "JAVA_HOME": str(tmp_path / "nojava")}
+    env.pop("PYSPARK_SUBMIT_ARGS", None)
+    proc = subprocess.run([sys.executable, "-m", "kdissect", "spark", str(tmp_path), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Java 17" in lines[0] and "openjdk-17-jre-headless" in lines[0]

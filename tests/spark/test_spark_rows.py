@@ -1,0 +1,212 @@
+"""The pure-Python side of the Spark tables: rows, records, projections, units, the flow
+filter. No Spark needed."""
+
+from __future__ import annotations
+
+import glob
+import json
+from pathlib import Path
+
+import pytest
+
+from kdissect.dissect.registry import DissectorRegistry
+from kdissect.errors import UsageError
+from kdissect.pipeline import dissect_file
+from kdissect.render.jsonout import dumps, message_dict
+from kdissect.spark import rows
+from kdissect.spark.schema import COMBINED_COLUMNS, LAYERS, MESSAGE_COLUMNS, PROTOCOLS, layer_ddl
+from kdissect.spark.session import java_major
+from kdissect.spark.sqltypes import arrow_schema, ddl_type
+from kdissect.spark.units import Piece, flow_hash, plan, share_filter, split_size
+from kdissect.spark.values import json_map, json_text, utc_date
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO / ".." / "shared" / "captures"
+
+
+def shared(rel: str) -> str:
+    p = SHARED / rel
+    if not p.exists():
+        pytest.skip("../shared/captures is absent")
+    return str(p)
+
+
+def shared_all() -> list[str]:
+    files = sorted(glob.glob(str(SHARED / "*" / "*.pcap*")))
+    if not files:
+        pytest.skip("../shared/captures is absent")
+    return files
+
+
+KAFKA_BASIC_PORTS = {42445: "kafka", 42851: "kafka", 35483: "kafka"}
+
+
+def messages(rel: str, decode_as: dict[int, str] | None = None) -> list:
+    return list(dissect_file(shared(rel), DissectorRegistry(decode_as=decode_as or {})))
+
+
+# -- message rows: the export contract, losslessly --------------------------------------
+
+def test_message_row_holds_the_whole_json_export() -> None:
+    for path in shared_all()[::3]:
+        for m in dissect_file(path):
+            d = message_dict(m)
+            row = rows.message_row(m)
+            for key in ("frame", "frames", "ts", "stream", "src", "dst", "protocol", "kind", "summary",
+                        "length", "diagnostics", "match"):
+                assert row[key] == d[key], (path, key)
+            assert json.loads(row["fields"]) == json.loads(dumps(d["fields"]))
+            assert {k: json.loads(v) for k, v in row["info"]} == json.loads(dumps(d["info"]))
+            assert set(row) == {n for n, _ in MESSAGE_COLUMNS}
+
+
+def test_kafka_request_columns() -> None:
+    ms = messages("kafka/deepflowio__deepflow__00-produce-v9.pcap", {36333: "kafka"})
+    req = rows.message_row(ms[0])
+    assert (req["op"], req["op_code"], req["version"], req["corr"]) == ("Produce", 0, 9, "47")
+    k = req["kafka"]
+    assert (k["api_key"], k["api_version"], k["correlation_id"], k["client_id"], k["acks"]) == \
+        (0, 9, 47, "console-producer", 1)
+    assert req["zookeeper"] is None and req["pulsar"] is None and req["rocketmq"] is None
+    resp = rows.message_row(ms[1])
+    assert resp["kind"] == "response" and resp["kafka"]["api_key"] == 0 and resp["kafka"]["throttle_time_ms"] == 0
+
+
+def test_zookeeper_and_rocketmq_structs() -> None:
+    zk = [rows.message_row(m) for m in messages("zookeeper/gen__zk_kazoo_basic.pcap")]
+    create = next(r for r in zk if r["zookeeper"]["opcode_name"] == "create")
+    assert create["zookeeper"]["path"] == "/app" and create["zookeeper"]["flags_name"] == "PERSISTENT"
+    rmq = [rows.message_row(m) for m in messages("rocketmq/gen__rocketmq_cpp_produce.pcap")]
+    send = next(r for r in rmq if r["op"] == "SEND_MESSAGE")
+    assert (send["rocketmq"]["code"], send["rocketmq"]["topic"], send["rocketmq"]["queue_id"]) == (10, "TopicGen", 0)
+    assert send["rocketmq"]["producer_group"] == "PID-gen-group"
+
+
+def test_time_columns() -> None:
+    m = messages("kafka/deepflowio__deepflow__00-produce-v9.pcap", {36333: "kafka"})[0]
+    row = rows.message_row(m)
+    assert row["ts_us"] == round(m.ts * 1e6) and row["time"] == row["ts_us"]
+    assert abs(row["ts_ns"] - m.ts * 1e9) < 1000
+    assert row["date"] == utc_date(m.ts)
+    assert utc_date(0.0) == "1970-01-01" and utc_date(86400 * 365.0) == "1971-01-01"
+
+
+# -- records ---------------------------------------------------------------------------
+
+def test_kafka_records_with_headers_and_null_value() -> None:
+    ms = messages("kafka/gen__mock_ck_produce_basic.pcap", KAFKA_BASIC_PORTS)
+    produce = next(m for m in ms if m.info.get("op") == "Produce" and m.kind == "request")
+    recs = rows.record_rows(produce)
+    first = recs[0]
+    assert (first["topic"], first["partition"], first["offset"], first["key"]) == ("basic", 1, 0, "key-6")
+    assert first["value_size"] is None  # a null value
+    assert dict(first["headers"]) == {"h1": "v1", "trace-id": "6", "empty": "", "nullhdr": None}
+    assert recs[1]["key"] == "key-16" and recs[1]["value_size"] == 63 and recs[1]["headers"] == []
+    assert [r["index"] for r in recs] == list(range(len(recs)))
+
+
+def test_kafka_fetch_records_take_topic_and_partition_from_around_them() -> None:
+    ms = messages("kafka/ajbanjara__Wireshark__kafka-testcases-v4__fetch.pcapng")
+    recs = [r for m in ms for r in rows.record_rows(m)]
+    assert recs and {r["op"] for r in recs} == {"Fetch"} and {r["kind"] for r in recs} == {"response"}
+    assert recs[0]["topic"] == "topic1" and recs[0]["partition"] == 0
+    assert [r["offset"] for r in recs[:3]] == [0, 1, 2]
+
+
+def test_pulsar_and_rocketmq_records() -> None:
+    pulsar = [r for m in messages("pulsar/gen__pulsar_py_produce_consume.pcap") for r in rows.record_rows(m)]
+    send = next(r for r in pulsar if r["op"] == "SEND")
+    assert send["topic"] == "persistent://public/default/py-topic" and send["key"] == "key-0"
+    assert dict(send["headers"]) == {"k": "v0", "idx": "0"} and send["timestamp_ms"] == 1700000000000
+    assert {r["op"] for r in pulsar} == {"SEND", "MESSAGE"}
+    rmq = [r for m in messages("rocketmq/gen__rocketmq_cpp_produce.pcap") for r in rows.record_rows(m)]
+    first = rmq[0]
+    assert (first["topic"], first["partition"], first["key"], first["value_size"]) == ("TopicGen", 0, "key-0", 16)
+    assert dict(first["headers"])["tags"] == "TagA"
+
+
+def test_no_records_in_zookeeper() -> None:
+    assert not [r for m in messages("zookeeper/gen__zk_kazoo_basic.pcap") for r in rows.record_rows(m)]
+
+
+# -- transactions ----------------------------------------------------------------------
+
+def test_transaction_rows_pair_request_and_response() -> None:
+    ms = messages("pulsar/deepflowio__deepflow__pulsar-producer.pcap")
+    txs = [t for m in ms if (t := rows.transaction_row(m)) is not None]
+    assert len(txs) == sum(1 for m in ms if m.peer is not None)
+    send = next(t for t in txs if t["op"] == "SEND")  # the request's operation, not SEND_RECEIPT
+    assert send["response_summary"].startswith("SEND_RECEIPT")
+    assert send["rtt_ms"] == pytest.approx((send["response_ts"] - send["request_ts"]) * 1000, abs=0.01)
+    assert send["client"].endswith(":36422") and send["server"].endswith(":6650")
+
+
+# -- flow shares: identical to the whole ---------------------------------------------------
+
+def canon(path: str, flow_filter=None) -> list[str]:
+    return [dumps({**message_dict(m), "number": 0}) for m in dissect_file(path, flow_filter=flow_filter)]
+
+
+@pytest.mark.parametrize("shares", [2, 3])
+def test_flow_shares_together_equal_the_whole_capture(shares: int) -> None:
+    for path in shared_all():
+        whole = canon(path)
+        parts = [line for k in range(shares) for line in canon(path, share_filter(k, shares))]
+        assert sorted(parts) == sorted(whole), path
+
+
+def test_flow_hash_is_the_same_in_every_process() -> None:
+    a, b = (b"\x7f\x00\x00\x01", 9092), (b"\x7f\x00\x00\x01", 50000)
+    assert flow_hash(a, b) == 0x41DA67A7  # CRC-32 of 7f000001 2384 7f000001 c350
+    assert share_filter(0, 1) is None
+
+
+def test_plan_packs_small_files_and_shares_big_ones() -> None:
+    mb = 1 << 20
+    files = [("a", 3 * mb), ("b", 3 * mb), ("big", 300 * mb), ("c", 1 * mb)]
+    units = plan(files, parallelism=4, target=5 * mb)
+    assert units[0] == (Piece("a", 3 * mb),)
+    assert [p.share for u in units[1:5] for p in u] == [0, 1, 2, 3]
+    assert all(p.shares == 4 and p.path == "big" for u in units[1:5] for p in u)
+    assert units[5] == (Piece("b", 3 * mb), Piece("c", mb))
+    assert split_size(10 * mb, 2) == 5 * mb and split_size(2 * mb, 2) == 4 * mb
+    assert split_size(10 << 30, 2) == 128 * mb
+    one_core = plan(files, parallelism=1, target=5 * mb)  # nobody to share with: whole files
+    assert [[p.path for p in u] for u in one_core] == [["a"], ["b"], ["big"], ["c"]]
+
+
+# -- types and values ----------------------------------------------------------------------
+
+def test_schema_renders_as_ddl_and_arrow() -> None:
+    pa = pytest.importorskip("pyarrow")
+    for layer in LAYERS:
+        assert layer_ddl(layer).startswith("`capture` STRING")
+    schema = arrow_schema(COMBINED_COLUMNS)
+    assert schema.field("info").type == pa.map_(pa.string(), pa.string())
+    assert schema.field("time").type == pa.timestamp("us", tz="UTC")
+    assert ddl_type(("map", "string", "string")) == "MAP<STRING, STRING>"
+    assert set(PROTOCOLS) == {"kafka", "zookeeper", "pulsar", "rocketmq"}
+
+
+def test_json_map_is_json_dumps_per_value() -> None:
+    d = {"s": 'q"\u00e9\n', "i": -3, "b": True, "n": None, "l": [1, {"x": b"ab"}], "f": 1.5, "big": 1 << 70}
+    assert json_map(d) == [(k, json_text(v)) for k, v in d.items()]
+    assert [json.loads(v) for _, v in json_map(d)][:4] == ['q"\u00e9\n', -3, True, None]
+
+
+def test_java_version_parsing() -> None:
+    assert java_major('openjdk version "17.0.15" 2025-04-15') == 17
+    assert java_major('java version "1.8.0_392"') == 8
+    assert java_major('openjdk version "21" 2023-09-19') == 21
+    assert java_major("no version here") is None
+
+
+def test_parse_size_and_conf() -> None:
+    from kdissect.commands.spark import parse_conf, parse_size
+
+    assert parse_size("64M") == 64 << 20 and parse_size("1g") == 1 << 30 and parse_size("4096") == 4096
+    with pytest.raises(UsageError):
+        parse_size("lots")
+    assert parse_conf(("spark.a=1", "b=x=y")) == {"spark.a": "1", "b": "x=y"}
+    with pytest.raises(UsageError):
+        parse_conf(("novalue",))
