@@ -173,13 +173,7 @@ class Row(Field):
     def __init__(self, name: str, columns: tuple[Column, ...], values: tuple[Any, ...],
                  spans: tuple[int, ...] | None, offset: int = -1, length: int = 0,
                  label: str | None = None) -> None:
-        self.name = name
-        self.value = None
-        self.offset = offset
-        self.length = length
-        self.hint = STRUCT
-        self.display = None
-        self.label = label
+        Field.__init__(self, name, None, offset, length, None, STRUCT, None, label)
         self.columns = columns
         self.values = values
         self.spans = spans

@@ -71,22 +71,21 @@ def produce_request(fields: list[Field], ctx: Ctx) -> str:
     return f"acks={ACKS.get(acks, acks) if isinstance(acks, int) else acks} {_limit(topics)}"
 
 
-def produce_response(fields: list[Field], ctx: Ctx) -> str:
+def _partition_offsets(fields: list[Field], topics_key: str, parts_key: str, part: str, offset: str) -> str:
+    """`topic[partition@offset, ...]` for each topic of a request or response."""
     topics = []
-    for t in elements(fields, "responses"):
-        parts = [f"{value(p.children, 'index')}@{value(p.children, 'base_offset')}"
-                 for p in elements(t.children, "partition_responses")]
+    for t in elements(fields, topics_key):
+        parts = [f"{value(p.children, part)}@{value(p.children, offset)}" for p in elements(t.children, parts_key)]
         topics.append(f"{topic_label(t)}[{', '.join(parts)}]")
     return _limit(topics)
+
+
+def produce_response(fields: list[Field], ctx: Ctx) -> str:
+    return _partition_offsets(fields, "responses", "partition_responses", "index", "base_offset")
 
 
 def fetch_request(fields: list[Field], ctx: Ctx) -> str:
-    topics = []
-    for t in elements(fields, "topics"):
-        parts = [f"{value(p.children, 'partition')}@{value(p.children, 'fetch_offset')}"
-                 for p in elements(t.children, "partitions")]
-        topics.append(f"{topic_label(t)}[{', '.join(parts)}]")
-    return _limit(topics)
+    return _partition_offsets(fields, "topics", "partitions", "partition", "fetch_offset")
 
 
 def fetch_response(fields: list[Field], ctx: Ctx) -> str:
