@@ -9,7 +9,6 @@ from typing import Any
 
 from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, Column, Field, Message, Row
 
-SCHEMA_VERSION = 1
 _WHITESPACE = {ord("\t"): None, ord("\r"): None, ord("\n"): None}
 
 

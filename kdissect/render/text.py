@@ -10,7 +10,6 @@ from rich.text import Text
 
 from kdissect.model import (
     ARRAY,
-    BYTES,
     ENUM,
     FLAGS,
     RAW,
@@ -164,5 +163,3 @@ def _diag_text(d: Diagnostic) -> str:
     at = f" @{d.offset}" if d.offset >= 0 else ""
     return f"    [{d.severity.value}/{d.group.value}] {d.key}{at}: {d.message}"
 
-
-__all__ = ["TextRenderer", "summary_line", "tree_lines", "hexdump", "BYTES"]
