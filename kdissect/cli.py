@@ -16,7 +16,7 @@ from typing import IO
 import click
 
 from kdissect import __version__
-from kdissect.cliutil import build, decode_options, iter_capture, make_console
+from kdissect.cliutil import CAPTURE_PATH, build, decode_options, iter_capture, make_console
 from kdissect.commands.catalog import fields, protocols
 from kdissect.commands.conversations import conversations, follow
 from kdissect.commands.sniff import interfaces, sniff
@@ -50,7 +50,7 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("capture", type=click.Path(dir_okay=False))
+@click.argument("capture", type=CAPTURE_PATH)
 @click.option("-c", "--count", type=click.IntRange(1), help="Stop after this many messages.")
 @click.option("-V", "--verbose", is_flag=True, help="Show the decoded field tree under each message.")
 @click.option("-x", "--hex", "hexdump", is_flag=True, help="Show a hex dump of each message's bytes.")
@@ -70,8 +70,8 @@ def read(capture: str, count: int | None, verbose: bool, hexdump: bool, no_color
 
 
 @cli.command()
-@click.argument("capture", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
+@click.argument("capture", type=CAPTURE_PATH)
+@click.option("-o", "--output", type=click.Path(allow_dash=False),
               help="Write to this file instead of standard output.")
 @click.option("-F", "--format", "fmt", type=click.Choice(["json", "jsonl", "fields"]), default="json",
               show_default=True,

@@ -18,6 +18,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 FILTER_META = "kdissect.display_filter"  # click context meta: the compiled -Y filter
 FILTER_TEXT_META = "kdissect.display_filter_text"  # ... and its text (for code that ships it elsewhere)
+# A capture argument: any path, "-" for standard input; CaptureFile says, in one line, why one
+# cannot be read (missing, a directory, not a capture).
+CAPTURE_PATH = click.Path(allow_dash=True, readable=False)
 
 
 def _store_filter(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
@@ -51,9 +54,11 @@ def decode_options(f: F) -> F:
         click.option("--max-bytes", type=click.IntRange(0), default=256, show_default=True,
                      help="Cut byte and text values longer than this in the output (0: never)."),
         click.option("--max-decompressed", type=click.IntRange(1024), default=64 * 1024 * 1024,
-                     show_default=True, help="Cap on the output of any one decompression (bytes)."),
+                     show_default=True,
+                     help="Cap on the decompressed bytes of one message, all its payloads together."),
         click.option("--show-secrets", is_flag=True,
-                     help="Show SASL passwords, proofs and auth tokens instead of redacting them."),
+                     help="Show SASL passwords, proofs, auth tokens and ACL signatures instead of redacting "
+                          "them (and masking their bytes in hex dumps)."),
         click.option("-Y", "--display-filter", metavar="EXPR", expose_value=False, callback=_store_filter,
                      help="Only messages matching this display filter (Wireshark syntax; docs/filters.md)."),
     ]
@@ -85,10 +90,13 @@ def iter_capture(path: str, registry: DissectorRegistry, opts: Options,
 
 
 def _iter_all(path: str, registry: DissectorRegistry, opts: Options) -> Iterator[Message]:
-    from kdissect.pipeline import dissect_file
+    from kdissect.analysis.coverage import notes
+    from kdissect.capture.pcapfile import capture_name, capture_size
+    from kdissect.pipeline import Counters, dissect_file
 
     warnings: list[str] = []
-    size = os.path.getsize(path) if os.path.exists(path) else 0
+    counters = Counters()
+    size = capture_size(path)
     if sys.stderr.isatty() and size >= PROGRESS_MIN_BYTES:
         from rich.console import Console
         from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
@@ -97,11 +105,13 @@ def _iter_all(path: str, registry: DissectorRegistry, opts: Options) -> Iterator
                       TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
             task = bar.add_task(os.path.basename(path), total=size)
             yield from dissect_file(path, registry, opts, lambda pos: bar.update(task, completed=pos),
-                                    warnings)
+                                    warnings, counters=counters)
     else:
-        yield from dissect_file(path, registry, opts, None, warnings)
+        yield from dissect_file(path, registry, opts, None, warnings, counters=counters)
     for w in warnings:
         click.echo(f"kdissect: warning: {w}", err=True)
+    for n in notes(counters, capture_name(path)):
+        click.echo(f"kdissect: {n}", err=True)
 
 
 def make_console(no_color: bool, file: IO[str] | None = None) -> Any:

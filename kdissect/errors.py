@@ -3,6 +3,8 @@ into diagnostics. KdissectError subclasses that are not DecodeErrors are user-fa
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class KdissectError(Exception):
     """Any error kdissect raises on purpose."""
@@ -13,11 +15,14 @@ class UsageError(KdissectError):
 
 
 class DecodeError(KdissectError):
-    """Bytes that cannot be decoded as the protocol says."""
+    """Bytes that cannot be decoded as the protocol says. `partial`, when a decoder keeps it, is
+    the part of the structure decoded before the error (a Field whose last child is the
+    innermost partial structure), so that what was read up to the cut is still shown."""
 
     def __init__(self, message: str, offset: int = -1) -> None:
         super().__init__(message)
         self.offset = offset
+        self.partial: Any = None
 
 
 class Truncated(DecodeError):

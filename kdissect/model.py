@@ -80,6 +80,9 @@ FLAGS = "flags"  # an integer with the set flag names in Field.display
 TIME_MS = "time_ms"  # milliseconds since the epoch; Field.display has the date
 BYTES = "bytes"  # raw bytes: text when printable, else hex
 RAW = "raw"  # undecoded bytes kept for the user
+# A redacted value (password, proof, token; shown only with --show-secrets): its offset and
+# length are exactly the hidden bytes of Message.data, which hex dumps mask (secret_ranges).
+SECRET = "secret"
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -205,6 +208,34 @@ class Row(Field):
         return self._kids is not None
 
 
+def secret_ranges(m: Message) -> list[tuple[int, int]]:
+    """The (offset, length) in m.data of every redacted value (hint SECRET) of m's tree: the
+    bytes no output may show. Rows are read from their columns without building child Fields."""
+    return tree_secret_ranges(m.fields)
+
+
+def tree_secret_ranges(fields: list[Field]) -> list[tuple[int, int]]:
+    """secret_ranges of the trees under `fields`."""
+    out: list[tuple[int, int]] = []
+    stack: list[Field] = list(fields)
+    while stack:
+        f = stack.pop()
+        if f.hint == SECRET:
+            if f.offset >= 0 and f.length > 0:
+                out.append((f.offset, f.length))
+        elif type(f) is Row and not f.materialized:
+            spans = f.spans
+            for i, ((_, hint), v) in enumerate(zip(f.columns, f.values, strict=True)):
+                if isinstance(v, Field):
+                    stack.append(v)
+                elif hint == SECRET and spans is not None and spans[2 * i] >= 0:
+                    out.append((spans[2 * i], spans[2 * i + 1]))
+        elif f.children:
+            stack.extend(f.children)
+    out.sort()
+    return out
+
+
 def struct(name: str, children: list[Field], offset: int = -1, length: int = 0, label: str | None = None) -> Field:
     return Field(name, None, offset, length, children, STRUCT, None, label)
 
@@ -248,7 +279,7 @@ class Message:
     __slots__ = (
         "number", "frame", "frames", "ts", "ts_end", "stream", "src", "dst", "to_server",
         "protocol", "kind", "summary", "fields", "diagnostics", "info", "match", "peer",
-        "expects_response", "data", "capture",
+        "expects_response", "data", "capture", "inflated", "__weakref__",
     )
 
     def __init__(self, pdu: Pdu, stream: int, src: str, dst: str, protocol: str) -> None:
@@ -275,6 +306,9 @@ class Message:
         self.expects_response = pdu.to_server
         self.data = pdu.data
         self.capture = ""
+        # Decompressed bytes the decoded tree keeps (record values, payloads), set by a
+        # dissector: what the pipeline counts against its budget for held messages.
+        self.inflated = 0
 
     def __repr__(self) -> str:
         return f"Message(#{self.frame} {self.protocol} {self.kind} {self.summary!r})"

@@ -9,29 +9,50 @@ Dissector -Message-> matching -> ordered output.
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from kdissect.capture.l2l4 import ACK, FIN, RST, SYN, TcpSegment, decode
+from kdissect.analysis.coverage import looks_like
+from kdissect.capture.l2l4 import ACK, FIN, LINK_LAYERS, RST, SYN, TcpSegment, decode
 from kdissect.capture.pcapfile import CaptureFile, RawFrame
-from kdissect.dissect.base import Dissector, Options, run_dissector
+from kdissect.dissect.base import ConversationState, Dissector, Options, run_dissector
 from kdissect.dissect.registry import DissectorRegistry
-from kdissect.model import Diagnostic, Group, Match, Message, Pdu, Severity
+from kdissect.model import SECRET, Diagnostic, Field, Group, Match, Message, Pdu, Severity, tree_secret_ranges
 from kdissect.stream.flow import MAX_UNDECIDED_BYTES, Conversation, Endpoint
 from kdissect.stream.reassembly import Data, Event, Gap, Overlap
 
-MAX_CONVERSATIONS = 50_000  # least recently active ones are closed beyond this
+# Open conversations tracked at once: beyond this the least recently active one is closed (its
+# output flushed; if it goes on, it continues as a new conversation that starts mid-stream). An
+# open conversation with a pending request costs about 8 KB, so this bounds memory at ~100 MB.
+MAX_CONVERSATIONS = 10_000
 HOLD_MESSAGES = 2_000  # requests waiting for their response hold back output at most this long
 HOLD_SECONDS = 120.0  # ... or this much capture time
+# Decompressed bytes (Message.inflated) that messages held back, and requests that may still
+# wait for their response, keep in all: past this the oldest lose their decoded bodies.
+HELD_BYTES = 256 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class PortTally:
+    conversations: int = 0
+    segments: int = 0
 
 
 @dataclass(slots=True)
 class Counters:
+    """What a run saw, for the summary of a capture in which little or nothing was decoded."""
+
     frames: int = 0
     tcp_segments: int = 0
     conversations: int = 0
     messages: int = 0
+    recognised: int = 0  # conversations whose protocol was found
+    unsupported_links: dict[int, int] = field(default_factory=dict)  # link type -> frames skipped
+    # (server port, what the bytes look like: "TLS", "HTTP", ... or "") -> conversations that
+    # carried data no dissector took
+    undecoded: dict[tuple[int, str], PortTally] = field(default_factory=dict)
 
 
 def link(req: Message, resp: Message) -> None:
@@ -65,6 +86,8 @@ class Pipeline:
         self.on_conversation_end: Callable[[Conversation], None] | None = None
         self.flow_filter = flow_filter
         self.skipped: set[int] = set()  # indices of open conversations flow_filter rejected
+        self.given_up: dict[int, str] = {}  # open conversations detection gave up on -> looks_like
+        self.held = HeldBytes(HELD_BYTES)
 
     # -- input -------------------------------------------------------------------------
 
@@ -75,6 +98,9 @@ class Pipeline:
             self.counters.tcp_segments += 1
             self.now = frame.ts
             self._segment(seg)
+        elif frame.linktype not in LINK_LAYERS:
+            links = self.counters.unsupported_links
+            links[frame.linktype] = links.get(frame.linktype, 0) + 1
         return self._release(False)
 
     def finish(self) -> list[Message]:
@@ -178,11 +204,13 @@ class Pipeline:
         found = self._by_port(conv) or self._by_probe(conv)
         if found is None:
             if sum(conv.held_bytes) > MAX_UNDECIDED_BYTES:
+                self.given_up[conv.index] = _looks_like(conv)
                 conv.ignored = True
                 conv.held = [[], []]
             return
         dissector, client = found
         conv.dissector = dissector
+        self.counters.recognised += 1
         if conv.index in self.skipped:
             conv.held = [[], []]
             return
@@ -193,7 +221,7 @@ class Pipeline:
         for side in (0, 1):
             to_server = side == conv.client
             framer = dissector.new_framer(to_server, state=state)
-            framer.set_probe(self._boundary(dissector, to_server, conv), conv.syn_seen[side])
+            framer.set_probe(self._boundary(dissector, to_server, state), conv.syn_seen[side])
             conv.framers[side] = framer
         held, conv.held = conv.held, [[], []]
         # Replay in capture order of the first frame of each side's events (client first on ties).
@@ -202,11 +230,14 @@ class Pipeline:
             if held[side]:
                 self._frame(conv, side, held[side])
 
-    def _boundary(self, d: Dissector, to_server: bool, conv: Conversation) -> Callable[[bytes], bool]:
+    @staticmethod
+    def _boundary(d: Dissector, to_server: bool, state: ConversationState) -> Callable[[bytes], bool]:
+        # The probe refers to the state, not to the conversation that holds the framer holding
+        # it: no reference cycle, so a closed conversation is freed at once, not by the cyclic
+        # garbage collector (which the CLI runs rarely).
         def probe(head: bytes) -> bool:
-            assert conv.state is not None
             try:
-                return d.probe_boundary(head, to_server, conv.state)
+                return d.probe_boundary(head, to_server, state)
             except Exception:  # noqa: BLE001 - a probe must never stop the pipeline
                 return False
 
@@ -255,10 +286,16 @@ class Pipeline:
         run_dissector(d, msg, state, self.opts)
         if msg.peer is not None:
             link(msg.peer, msg)
+            if msg.peer.number:  # released already: now nothing holds it for its response
+                self.held.discard(msg.peer)
         conv.messages += 1
         self.out.append(msg)
+        if msg.inflated:
+            self.held.add(msg)
 
     def _close(self, conv: Conversation) -> None:
+        if conv.dissector is None and conv.had_data:
+            self._undecoded(conv)
         if conv.index in self.skipped:
             self.skipped.discard(conv.index)
             return
@@ -276,11 +313,28 @@ class Pipeline:
         if self.on_conversation_end is not None:
             self.on_conversation_end(conv)
 
+    def _undecoded(self, conv: Conversation) -> None:
+        """Count a conversation that carried data no dissector took, under its server's port."""
+        kind = self.given_up.pop(conv.index, None)
+        if kind is None:
+            kind = _looks_like(conv)
+        client = conv.client
+        if client is None:  # no SYN seen: the lower port is more likely the server's
+            client = 0 if conv.a[1] > conv.b[1] else 1
+        port = (conv.b if client == 0 else conv.a)[1]
+        tally = self.counters.undecoded.get((port, kind))
+        if tally is None:
+            tally = self.counters.undecoded[(port, kind)] = PortTally()
+        tally.conversations += 1
+        tally.segments += conv.packets
+
     # -- output ------------------------------------------------------------------------
 
     def _release(self, final: bool) -> list[Message]:
         out = self.out
         if not out:
+            if self.closed_streams:
+                self.closed_streams.clear()  # it concerns only messages held back
             return []
         ready: list[Message] = []
         while out:
@@ -292,6 +346,8 @@ class Pipeline:
             self.counters.messages += 1
             m.number = self.counters.messages
             ready.append(m)
+            if m.inflated and (m.kind != "request" or m.match is not None):
+                self.held.discard(m)  # a request still unanswered may wait in its pending table
         if final:
             self.closed_streams.clear()
         return ready
@@ -301,11 +357,74 @@ class Pipeline:
                 or self.now - m.ts_end > HOLD_SECONDS)
 
 
+class HeldBytes:
+    """The decompressed bytes (Message.inflated) of the messages the pipeline holds back and of
+    the requests that may still wait in a pending-request table, oldest first. Past `limit` the
+    oldest lose their decoded bodies (summary, facts and diagnostics stay). Messages are held
+    weakly: one that nothing else keeps is forgotten."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = 0
+        self._held: dict[int, tuple[weakref.ref[Message], int]] = {}
+
+    def add(self, msg: Message) -> None:
+        key = id(msg)
+        self._held[key] = (weakref.ref(msg, self._forget(key)), msg.inflated)
+        self.total += msg.inflated
+        while self.total > self.limit and self._held:
+            ref, size = self._held.pop(next(iter(self._held)))
+            self.total -= size
+            oldest = ref()
+            if oldest is not None:
+                drop_body(oldest, self.limit)
+
+    def discard(self, msg: Message) -> None:
+        self._pop(id(msg))
+
+    def _pop(self, key: int) -> None:
+        entry = self._held.pop(key, None)
+        if entry is not None:
+            self.total -= entry[1]
+
+    def _forget(self, key: int) -> Callable[[weakref.ref[Message]], None]:
+        return lambda _ref: self._pop(key)
+
+
+def drop_body(m: Message, limit: int) -> None:
+    """Empty the structures and byte values of m's tree, with a diagnostic: what held messages
+    give up past the pipeline's budget. Redacted values stay (hex dumps mask their bytes)."""
+    m.fields = [f if type(f) is Field and f.children is None and not isinstance(f.value, bytes) else _emptied(f)
+                for f in m.fields]
+    m.add(Diagnostic(Severity.WARNING, Group.UNDECODED, "pipeline.body_dropped",
+                     f"decoded body not kept: the messages held waiting for responses hold more than "
+                     f"{limit} decompressed bytes (the summary stays)"))
+
+
+def _emptied(f: Field) -> Field:
+    label = f"{f.label or f.name} (not kept)"
+    if f.children is None:
+        return Field(f.name, None, f.offset, f.length, None, f.hint, None, label)
+    secrets = [Field("redacted", f"<redacted {n} bytes>", at, n, None, SECRET)
+               for at, n in tree_secret_ranges([f])]
+    return Field(f.name, None, f.offset, f.length, secrets, f.hint, None, label)
+
+
 def _first_frame(events: list[Event]) -> int:
     for ev in events:
         if isinstance(ev, Data):
             return ev.frame
     return 1 << 62
+
+
+def _looks_like(conv: Conversation) -> str:
+    """What the first bytes of a conversation look like (the client's first), or ""."""
+    order = (conv.client, 1 - conv.client) if conv.client is not None else (0, 1)
+    for side in order:
+        kind = looks_like(conv.head(side))
+        if kind:
+            return kind
+    return ""
 
 
 def _overlap_diag(ev: Overlap) -> Diagnostic:
@@ -317,10 +436,13 @@ def _overlap_diag(ev: Overlap) -> Diagnostic:
 def dissect_file(path: str, registry: DissectorRegistry | None = None, opts: Options | None = None,
                  progress: Callable[[int], None] | None = None,
                  warnings: list[str] | None = None,
-                 flow_filter: FlowFilter | None = None) -> Iterator[Message]:
+                 flow_filter: FlowFilter | None = None,
+                 counters: Counters | None = None) -> Iterator[Message]:
     """Stream the messages of one capture file, in order (of the conversations flow_filter
-    accepts, if given)."""
+    accepts, if given). `counters`, if given, holds the run's counts at the end."""
     pipe = Pipeline(registry, opts, flow_filter=flow_filter)
+    if counters is not None:
+        pipe.counters = counters
     pipe.capture = path
     with CaptureFile(path) as cap:
         for n, frame in enumerate(cap, 1):

@@ -1,14 +1,22 @@
-"""Root test configuration: puts tests/ on the import path (support.py, pcapgen.py) and adds the
-golden-file switch."""
+"""Root test configuration: puts tests/ on the import path (support.py, pcapgen.py), makes
+hypothesis deterministic in CI, and adds the golden-file switch."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# CI=true: every property test draws the same examples on every run and machine (and keeps no
+# example database); elsewhere they are random, so each local run explores new inputs.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("dev", print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true" else "dev")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -8,15 +8,24 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+CAPTURES = ROOT / "captures"  # the project's own captures, always present
+# Real captures and protocol specifications from outside the project, beside the checkout when
+# available. Every test that reads them goes through shared_path(), which skips visibly.
 SHARED = ROOT.parent / "shared"
-CAPTURES = ROOT / "captures"
+SHARED_CAPTURES = SHARED / "captures"
+
+
+def shared_path(*parts: str) -> Path:
+    """A file or folder under ../shared; skips the test, saying which, when it is absent."""
+    p = SHARED.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"../shared/{'/'.join(parts)} is absent: the test needs real material from outside the project")
+    return p
 
 
 def shared_captures(proto: str) -> list[Path]:
     """The shared real captures of a protocol; skips the test when ../shared is absent."""
-    d = SHARED / "captures" / proto
-    if not d.is_dir():
-        pytest.skip("../shared/captures is not present")
+    d = shared_path("captures", proto)
     return sorted(p for p in d.iterdir() if ".pcap" in p.name)
 
 

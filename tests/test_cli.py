@@ -108,3 +108,101 @@ def test_cut_capture_warns_once(capture: Path, tmp_path: Path) -> None:
     r = run("export", str(cut), "--format", "jsonl")
     assert r.returncode == 0
     assert r.stderr.count("warning") == 1 and "cut" in r.stderr
+
+
+CAPTURE_COMMANDS = [["read"], ["export"], ["export", "--format", "fields", "-e", "kdissect.frame"], ["stats"],
+                    ["conversations"], ["follow", "-s", "0"], ["fields", "kafka", "--from"]]
+
+
+@pytest.mark.parametrize("command", CAPTURE_COMMANDS)
+def test_a_directory_is_one_line_and_exit_2(command: list[str], tmp_path: Path) -> None:
+    r = run(*command, str(tmp_path))
+    assert r.returncode == 2
+    assert r.stderr == f"kdissect: error: cannot open {tmp_path}: it is a directory, not a capture file\n"
+
+
+@pytest.mark.parametrize("command", CAPTURE_COMMANDS)
+def test_standard_input_reads_like_the_file(capture: Path, command: list[str]) -> None:
+    from_file = run(*command, str(capture))
+    from_stdin = subprocess.run([*KDISSECT, *command, "-"], input=capture.read_bytes(), capture_output=True,
+                                timeout=120)  # a pipe: not seekable
+    assert from_stdin.returncode == 0, from_stdin.stderr
+    assert from_stdin.stdout.decode() == from_file.stdout.replace(str(capture), "standard input")
+    assert from_stdin.stderr == b""
+
+
+def test_gzip_on_standard_input(capture: Path) -> None:
+    import gzip
+
+    r = subprocess.run([*KDISSECT, "read", "-", "-c", "3"], input=gzip.compress(capture.read_bytes()),
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0 and r.stderr == b""
+    assert len(r.stdout.splitlines()) == 3
+
+
+def test_a_fifo_is_read_like_a_file(capture: Path, tmp_path: Path) -> None:
+    import os
+    import time
+
+    fifo = tmp_path / "cap.fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([*KDISSECT, "stats", "--format", "json", str(fifo)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while True:  # the writer's end opens once kdissect holds the reading end
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "wb") as f:
+        f.write(capture.read_bytes())
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["messages"] == 600
+
+
+def test_unsupported_link_type_is_reported_once(tmp_path: Path) -> None:
+    path = tmp_path / "wifi.pcap"
+    write_pcap(str(path), [Pkt(1.0 + i, b"\x00" * 60) for i in range(7)], linktype=147)
+    r = run("read", str(path))
+    assert r.returncode == 0 and r.stdout == ""
+    assert r.stderr == f"kdissect: warning: {path}: link type 147 is not supported; 7 frames skipped\n"
+
+
+def test_nothing_decoded_says_what_was_seen(tmp_path: Path) -> None:
+    pkts: list[bytes] = []
+    for cport, sport in ((50000, 2888), (50001, 3888), (50002, 2888)):
+        c = TcpConn(cport=cport, sport=sport)
+        pkts += c.handshake() + [c.segment(True, b"\x01\x02\x03" * 10), c.segment(False, b"\x04" * 9)]
+    path = tmp_path / "zab.pcap"
+    write_pcap(str(path), [Pkt(1.0 + i, ethernet(p)) for i, p in enumerate(pkts)])
+    r = run("read", str(path))
+    assert r.returncode == 0 and r.stdout == ""
+    (line,) = r.stderr.splitlines()
+    assert line.startswith(f"kdissect: note: {path}: 15 TCP segments in 3 conversations, none recognised; ")
+    assert "busiest server ports: 2888 (2 conversations, 10 segments), 3888 (1 conversation, 5 segments)" in line
+    assert "ZooKeeper quorum (ZAB) traffic on 2888/3888 is not decoded" in line
+    assert line.endswith("try --decode-as PORT=PROTO")
+
+
+def test_standard_input_on_a_terminal_is_refused() -> None:
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        r = run("read", "-", stdin=slave)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert r.returncode == 2
+    assert r.stderr == "kdissect: error: standard input is a terminal: pipe a capture into it, or name a file\n"
+
+
+def test_export_into_a_directory_is_one_line_and_exit_2(capture: Path, tmp_path: Path) -> None:
+    r = run("export", str(capture), "-o", str(tmp_path))
+    assert r.returncode == 2
+    assert r.stderr.startswith(f"kdissect: error: cannot write {tmp_path}: ") and r.stderr.count("\n") == 1

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdissect.analysis.coverage import notes
 from kdissect.analysis.stats import error_of
 from kdissect.capture.pcapfile import CaptureFile
 from kdissect.dissect.base import Options
@@ -46,6 +47,7 @@ class ConversationTable:
     ended: list[dict[str, Any]] = field(default_factory=list)
     tallies: dict[int, MessageTally] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what was seen when nothing was decoded (coverage.notes)
 
     def on_end(self, conv: Conversation) -> None:
         self.ended.append(conv.describe())
@@ -85,4 +87,5 @@ def conversations(path: str, registry: DissectorRegistry, opts: Options,
         for m in pipe.finish():
             table.on_message(m, keep)
         table.warnings.extend(cap.warnings)
+        table.notes.extend(notes(pipe.counters, cap.name))
     return table

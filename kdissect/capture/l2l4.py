@@ -21,7 +21,7 @@ VLAN_TYPES = (0x8100, 0x88A8, 0x9100, 0x9200)
 
 FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
 
-_HH = struct.Struct(">HH").unpack_from
+_H = struct.Struct(">H").unpack_from
 _TCP = struct.Struct(">HHIIBB").unpack_from  # sport, dport, seq, ack, offset, flags
 _IPV6_EXT = {0, 43, 60, 51, 135, 139, 140}  # hop-by-hop, routing, dest opts, AH, mobility, HIP, shim6
 
@@ -44,20 +44,20 @@ class TcpSegment:
 def _ethernet(d: bytes) -> tuple[int, int] | None:
     if len(d) < 14:
         return None
-    etype = _HH(d, 12)[0]
+    etype = _H(d, 12)[0]
     off = 14
     while etype in VLAN_TYPES and len(d) >= off + 4:
-        etype = _HH(d, off + 2)[0]
+        etype = _H(d, off + 2)[0]
         off += 4
     return etype, off
 
 
 def _sll(d: bytes) -> tuple[int, int] | None:
-    return (_HH(d, 14)[0], 16) if len(d) >= 16 else None
+    return (_H(d, 14)[0], 16) if len(d) >= 16 else None
 
 
 def _sll2(d: bytes) -> tuple[int, int] | None:
-    return (_HH(d, 0)[0], 20) if len(d) >= 20 else None
+    return (_H(d, 0)[0], 20) if len(d) >= 20 else None
 
 
 def _loopback(order: str) -> Callable[[bytes], tuple[int, int] | None]:
@@ -110,8 +110,10 @@ def _ipv4(frame: RawFrame, d: bytes, off: int, missing_wire: int) -> TcpSegment 
     if len(d) < off + 20 or d[off] >> 4 != 4 or d[off + 9] != 6:
         return None
     ihl = (d[off] & 0x0F) * 4
-    total = _HH(d, off + 2)[0]
-    if _HH(d, off + 6)[0] & 0x1FFF:  # a non-first fragment carries no TCP header
+    if ihl < 20:  # a header length below the minimum: not a packet we can trust
+        return None
+    total = _H(d, off + 2)[0]
+    if _H(d, off + 6)[0] & 0x1FFF:  # a non-first fragment carries no TCP header
         return None
     if total == 0:  # TCP segmentation offload: the length is left 0
         total = len(d) - off + missing_wire
@@ -121,7 +123,7 @@ def _ipv4(frame: RawFrame, d: bytes, off: int, missing_wire: int) -> TcpSegment 
 def _ipv6(frame: RawFrame, d: bytes, off: int, missing_wire: int) -> TcpSegment | None:
     if len(d) < off + 40 or d[off] >> 4 != 6:
         return None
-    plen = _HH(d, off + 4)[0]
+    plen = _H(d, off + 4)[0]
     nxt = d[off + 6]
     src, dst = d[off + 8 : off + 24], d[off + 24 : off + 40]
     end = off + 40 + plen if plen else len(d) + missing_wire
@@ -130,7 +132,7 @@ def _ipv6(frame: RawFrame, d: bytes, off: int, missing_wire: int) -> TcpSegment 
         if len(d) < pos + 8:
             return None
         if nxt == 44:  # fragment header: only the first fragment has the TCP header
-            if _HH(d, pos + 2)[0] & 0xFFF8:
+            if _H(d, pos + 2)[0] & 0xFFF8:
                 return None
             hlen = 8
         elif nxt == 51:
@@ -149,7 +151,7 @@ def _tcp(frame: RawFrame, d: bytes, off: int, end: int, src: bytes, dst: bytes) 
         return None
     sport, dport, seq, ack, doff, flags = _TCP(d, off)
     start = off + (doff >> 4) * 4
-    if start > end:
+    if start < off + 20 or start > end:  # a data offset below the header's minimum, or past the end
         return None
     avail = min(end, len(d))
     payload = d[start:avail] if avail > start else b""

@@ -2,15 +2,21 @@
 pcapng (several sections, several interfaces each with its own link type and timestamp
 resolution), plain or gzip-compressed. Records are read one at a time: memory stays flat.
 
-The classic-pcap global header is parsed with dpkt's FileHdr; the record loop is our own so
-that a file cut mid-record (a killed tcpdump) decodes up to the cut and reports it once, and
-pcapng is read block by block because dpkt's pcapng reader knows one interface only.
+The format is recognised from the first bytes without seeking, so standard input (`-`), pipes
+and FIFOs are read like files. The classic-pcap global header is parsed with dpkt's FileHdr;
+the record loop is our own so that a file cut mid-record (a killed tcpdump) or a damaged gzip
+stream decodes up to the cut and reports it once, and pcapng is read block by block because
+dpkt's pcapng reader knows one interface only.
 """
 
 from __future__ import annotations
 
-import gzip
+import io
+import os
+import stat
 import struct
+import sys
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -27,7 +33,14 @@ PCAP_MAGICS = {
 }
 PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
 GZIP_MAGIC = b"\x1f\x8b"
+GZIP_CUT = "gzip data cut short"
 MAX_RECORD = 256 * 1024 * 1024  # a record larger than this is corruption
+STDIN = "-"  # the path that means standard input, as for tshark -r -
+_CHUNK = 64 * 1024  # bytes read from the file at a time
+_BIG = 1024 * 1024  # a record larger than this is read in pieces (its length may be a lie)
+BYTE_ORDER_MAGICS = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}
+
+Interface = tuple[int, float, int]  # a pcapng interface: link type, seconds per tick, offset (s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,31 +52,146 @@ class RawFrame:
     wirelen: int  # the packet's length on the wire (> len(data) when cut by the snaplen)
 
 
-class CaptureFile:
-    """Iterate RawFrames of a capture file. `warnings` collects problems with the file itself."""
+class _Source(io.RawIOBase):
+    """The bytes of a capture from a file object that need not be seekable: first `head` (the
+    bytes already read to recognise the format), then the rest, inflated on the fly when the
+    file is gzip (several members, zero padding between them). Damage to the gzip stream ends
+    it: `error` says what happened, and everything inflated before it has been delivered (zlib
+    drops the output of a call that fails, so the failing input is fed again a byte at a time)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, f: BinaryIO, head: bytes, gz: bool) -> None:
+        super().__init__()
+        self._read = getattr(f, "read1", f.read)
+        self._readinto = getattr(f, "readinto1", None) or getattr(f, "readinto", None)
+        self._pending = head
+        self.consumed = len(head)  # bytes taken from the file (compressed bytes for gzip)
+        self.delivered = 0  # bytes handed on (inflated bytes for gzip)
+        self.error: str | None = None
+        self._z = zlib.decompressobj(16 + zlib.MAX_WBITS) if gz else None
+        self._tail = b""  # input the last call left unconsumed (its output reached the limit)
+        self._careful: memoryview | None = None  # input being fed again a byte at a time
+        self._at = 0
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _more(self) -> bytes:
+        if self._careful is not None:
+            data = bytes(self._careful[self._at : self._at + 1])
+            self._at += 1
+            if self._at >= len(self._careful):
+                self._careful = None
+            return data
+        if self._pending:
+            data, self._pending = self._pending, b""
+            return data
+        data = self._read(_CHUNK)
+        self.consumed += len(data)
+        return data
+
+    def readinto(self, b: memoryview) -> int:  # type: ignore[override]
+        n = len(b)
+        if self._z is None:
+            if self._pending:
+                data, self._pending = self._pending[:n], self._pending[n:]
+            elif self._readinto is not None:
+                got = self._readinto(b) or 0
+                self.consumed += got
+                self.delivered += got
+                return got
+            else:
+                data = self._read(n)
+                self.consumed += len(data)
+        else:
+            data = self._inflate(n)
+        b[: len(data)] = data
+        self.delivered += len(data)
+        return len(data)
+
+    def _inflate(self, n: int) -> bytes:
+        while not self._done:
+            z = self._z
+            assert z is not None
+            retrying = self._careful is not None  # (taking its last byte ends the retry)
+            if z.eof:  # the end of a member: another one may follow, after zero padding
+                src = z.unused_data.lstrip(b"\0")
+                while not src:
+                    src = self._more()
+                    if not src:
+                        self._done = True
+                        return b""
+                    src = src.lstrip(b"\0")
+                z = self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            else:
+                src = self._tail or self._more()
+            if not src:
+                self._done = True
+                self.error = GZIP_CUT
+                return b""
+            before = None if retrying else z.copy()
+            try:
+                out = z.decompress(src, n)
+            except zlib.error as e:
+                if before is None:
+                    self._done = True
+                    self.error = f"corrupt gzip data ({e})"
+                    return b""
+                self._z = before  # again, a byte at a time, to deliver what precedes the damage
+                self._careful, self._at, self._tail = memoryview(src), 0, b""
+                continue
+            self._tail = z.unconsumed_tail
+            if out:
+                return out
+        return b""
+
+
+class CaptureFile:
+    """Iterate RawFrames of a capture file. `warnings` collects problems with the file itself.
+
+    `path` "-" reads standard input; `stream`, if given, is read instead of opening `path`
+    (which then only names the capture in messages)."""
+
+    def __init__(self, path: str, stream: BinaryIO | None = None) -> None:
         self.path = path
+        self.name = capture_name(path) if stream is None else path
         self.warnings: list[str] = []
         self.bytes_read = 0
+        self._owned: BinaryIO | None = None
+        if stream is None:
+            stream = _stdin() if path == STDIN else self._open(path)
         try:
-            raw: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed in close()
+            head = stream.read(4)
+            self._src = _Source(stream, head, head[:2] == GZIP_MAGIC)
+            self._f = io.BufferedReader(self._src, _CHUNK)
+            self._magic = self._f.read(4)
+        except OSError as e:
+            self.close()
+            raise UsageError(f"{self.name}: not a readable capture ({e.strerror or e})") from None
+        if self._magic not in PCAP_MAGICS and self._magic != PCAPNG_SHB:
+            self.close()
+            if self._src.error is not None:
+                raise UsageError(f"{self.name}: not a readable capture ({self._src.error})")
+            raise UsageError(f"{self.name}: not a pcap or pcapng capture")
+        if self._magic in PCAP_MAGICS:
+            self._pcap_header = self._f.read(20)
+            if len(self._pcap_header) < 20:
+                self.close()
+                raise UsageError(f"{self.name}: pcap header cut short")
+
+    def _open(self, path: str) -> BinaryIO:
+        if os.path.isdir(path):
+            raise UsageError(f"cannot open {path}: it is a directory, not a capture file")
+        try:
+            self._owned = open(path, "rb")  # noqa: SIM115 - closed in close()
         except OSError as e:
             raise UsageError(f"cannot open {path}: {e.strerror or e}") from None
-        head = raw.read(4)
-        raw.seek(0)
-        self._f: BinaryIO = gzip.open(raw) if head[:2] == GZIP_MAGIC else raw  # type: ignore[assignment]  # noqa: SIM115
-        self._raw = raw
-        try:
-            self._magic = self._f.read(4)
-        except (OSError, EOFError) as e:
-            raise UsageError(f"{path}: not a readable capture ({e})") from None
-        if self._magic not in PCAP_MAGICS and self._magic != PCAPNG_SHB:
-            raise UsageError(f"{path}: not a pcap or pcapng capture")
+        return self._owned
 
     def close(self) -> None:
-        self._f.close()
-        self._raw.close()
+        if self._owned is not None:
+            self._owned.close()
+            self._owned = None
 
     def __enter__(self) -> CaptureFile:
         return self
@@ -72,14 +200,19 @@ class CaptureFile:
         self.close()
 
     def size(self) -> int:
-        """Size of the file on disk (compressed size for .gz)."""
-        import os
-
-        return os.path.getsize(self.path)
+        """Size of the file on disk (compressed size for .gz); 0 for standard input, pipes and
+        FIFOs, whose size is not known in advance."""
+        if self._owned is None:
+            return 0
+        try:
+            st = os.fstat(self._owned.fileno())
+        except (OSError, ValueError):
+            return 0
+        return st.st_size if stat.S_ISREG(st.st_mode) else 0
 
     def position(self) -> int:
-        """Bytes consumed from the file on disk so far (for progress)."""
-        return self._raw.tell()
+        """Bytes consumed from the file so far (compressed bytes for .gz; for progress)."""
+        return self._src.consumed
 
     def __iter__(self) -> Iterator[RawFrame]:
         try:
@@ -87,21 +220,34 @@ class CaptureFile:
                 yield from self._pcapng()
             else:
                 yield from self._pcap()
-        except (OSError, EOFError, gzip.BadGzipFile) as e:
-            self.warnings.append(f"{self.path}: read error after {self.bytes_read} bytes: {e}")
+        except (OSError, EOFError) as e:
+            self.warnings.append(f"{self.name}: read error after {self.bytes_read} bytes: {e}")
+        if self._src.error is not None:
+            what = "cut" if self._src.error == GZIP_CUT else "damage"
+            self.warnings.append(f"{self.name}: {self._src.error} after {self._src.delivered} bytes of "
+                                 f"capture; decoded up to the {what}")
 
     def _cut(self, what: str) -> None:
-        self.warnings.append(f"{self.path}: file cut inside {what}; decoded up to the cut")
+        if self._src.error is None:  # else the damaged gzip stream is reported, once, at the end
+            self.warnings.append(f"{self.name}: file cut inside {what}; decoded up to the cut")
+
+    def _read_big(self, n: int) -> bytes:
+        """n bytes (fewer at the end of the file) without trusting n for one allocation."""
+        parts = []
+        while n > 0:
+            part = self._f.read(min(n, _BIG))
+            if not part:
+                break
+            parts.append(part)
+            n -= len(part)
+        return b"".join(parts)
 
     # -- classic pcap ------------------------------------------------------------------
 
     def _pcap(self) -> Iterator[RawFrame]:
         order, unit = PCAP_MAGICS[self._magic]
-        rest = self._f.read(20)
-        if len(rest) < 20:
-            raise UsageError(f"{self.path}: pcap header cut short")
         hdr_cls = dpkt.pcap.LEFileHdr if order == "<" else dpkt.pcap.FileHdr
-        fh = hdr_cls(self._magic + rest)
+        fh = hdr_cls(self._magic + self._pcap_header)
         linktype = fh.linktype & 0x0FFFFFFF
         rec = struct.Struct(order + "IIII")
         read = self._f.read
@@ -115,9 +261,9 @@ class CaptureFile:
                 return
             sec, frac, caplen, wirelen = rec.unpack(h)
             if caplen > MAX_RECORD:
-                self.warnings.append(f"{self.path}: record {number + 1} claims {caplen} bytes; stopped")
+                self.warnings.append(f"{self.name}: record {number + 1} claims {caplen} bytes; stopped")
                 return
-            data = read(caplen)
+            data = read(caplen) if caplen <= _BIG else self._read_big(caplen)
             self.bytes_read += 16 + len(data)
             if len(data) < caplen:
                 self._cut(f"frame {number + 1}")
@@ -128,8 +274,9 @@ class CaptureFile:
     # -- pcapng ------------------------------------------------------------------------
 
     def _pcapng(self) -> Iterator[RawFrame]:
-        ifaces: list[tuple[int, float, int]] = []  # (linktype, seconds per tick, offset s)
+        ifaces: list[Interface | None] = []  # None: an interface block too short to describe one
         number = 0
+        skipped = 0
         for btype, body, order in self._blocks():
             if btype == 0x0A0D0D0A:  # a new section: interface ids start again
                 ifaces = []
@@ -137,9 +284,15 @@ class CaptureFile:
                 ifaces.append(_idb(body, order))
             elif btype in (6, 3, 2):
                 frame = _packet_block(btype, body, order, ifaces, number + 1)
-                if frame is not None:
-                    number += 1
-                    yield frame
+                if frame is None:
+                    skipped += 1
+                    continue
+                number += 1
+                yield frame
+        if skipped:
+            blocks = "packet block" if skipped == 1 else "packet blocks"
+            self.warnings.append(f"{self.name}: {skipped} {blocks} skipped (too short, or on an interface "
+                                 "the capture does not describe)")
 
     def _blocks(self) -> Iterator[tuple[int, bytes, str]]:
         """(block type, body, byte order) of each pcapng block; stops at a cut or bad block."""
@@ -149,15 +302,19 @@ class CaptureFile:
         while len(h) == 8:
             if h[0:4] == PCAPNG_SHB:
                 bom = read(4)
-                order = "<" if bom == b"\x4d\x3c\x2b\x1a" else ">"
+                if len(bom) == 4 and bom not in BYTE_ORDER_MAGICS:
+                    self.warnings.append(f"{self.name}: bad pcapng section header; stopped")
+                    return
+                order = BYTE_ORDER_MAGICS.get(bom, "<")
                 btype, blen, head = 0x0A0D0D0A, struct.unpack(order + "I", h[4:8])[0], bom
             else:
                 btype, blen = struct.unpack(order + "II", h)
                 head = b""
             if not 12 + len(head) <= blen <= MAX_RECORD:
-                self.warnings.append(f"{self.path}: bad pcapng block length {blen}; stopped")
+                self.warnings.append(f"{self.name}: bad pcapng block length {blen}; stopped")
                 return
-            body = head + read(blen - 12 - len(head))
+            want = blen - 12 - len(head)
+            body = head + (read(want) if want <= _BIG else self._read_big(want))
             trailer = read(4)
             self.bytes_read += 12 + len(body)
             if len(body) < blen - 12 or len(trailer) < 4:
@@ -169,7 +326,11 @@ class CaptureFile:
             self._cut("a block header")
 
 
-def _idb(body: bytes, order: str) -> tuple[int, float, int]:
+def _idb(body: bytes, order: str) -> Interface | None:
+    """(link type, seconds per tick, offset in seconds) of an Interface Description Block; None
+    when the block is too short for its fixed part. An option cut by the block's end is ignored."""
+    if len(body) < 8:
+        return None
     linktype = struct.unpack_from(order + "H", body, 0)[0]
     tick = 1e-6
     offset = 0
@@ -177,18 +338,18 @@ def _idb(body: bytes, order: str) -> tuple[int, float, int]:
     while pos + 4 <= len(body):
         code, length = struct.unpack_from(order + "HH", body, pos)
         value = body[pos + 4 : pos + 4 + length]
-        if code == 0:
+        if code == 0 or len(value) < length:
             break
         if code == 9 and length >= 1:  # if_tsresol
             v = value[0]
             tick = 2.0 ** -(v & 0x7F) if v & 0x80 else 10.0 ** -(v & 0x7F)
         elif code == 14 and length >= 8:  # if_tsoffset
-            offset = struct.unpack(order + "q", value[:8])[0]
+            offset = struct.unpack_from(order + "q", value, 0)[0]
         pos += 4 + ((length + 3) & ~3)
     return linktype, tick, offset
 
 
-def _packet_block(btype: int, body: bytes, order: str, ifaces: list[tuple[int, float, int]],
+def _packet_block(btype: int, body: bytes, order: str, ifaces: list[Interface | None],
                   number: int) -> RawFrame | None:
     if btype == 6:  # Enhanced Packet Block
         if len(body) < 20:
@@ -207,8 +368,34 @@ def _packet_block(btype: int, body: bytes, order: str, ifaces: list[tuple[int, f
         iface = struct.unpack_from(order + "H", body, 0)[0]
         hi, lo, caplen, wirelen = struct.unpack_from(order + "IIII", body, 4)
         data = body[20 : 20 + caplen]
-    if iface >= len(ifaces):
+    described = ifaces[iface] if iface < len(ifaces) else None
+    if described is None:
         return None
-    linktype, tick, offset = ifaces[iface]
+    linktype, tick, offset = described
     ts = ((hi << 32) | lo) * tick + offset
     return RawFrame(number, ts, linktype, data, max(wirelen, len(data)))
+
+
+def capture_name(path: str) -> str:
+    """How messages name the capture at `path`."""
+    return "standard input" if path == STDIN else path
+
+
+def capture_size(path: str) -> int:
+    """The size of a regular file, else 0 (standard input, pipes, FIFOs: not known in advance)."""
+    if path == STDIN:
+        return 0
+    try:
+        st = os.stat(path)
+    except OSError:
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
+
+
+def _stdin() -> BinaryIO:
+    """Standard input as bytes, for the path "-"."""
+    if sys.stdin is None:
+        raise UsageError("no standard input to read a capture from")
+    if sys.stdin.isatty():
+        raise UsageError("standard input is a terminal: pipe a capture into it, or name a file")
+    return sys.stdin.buffer

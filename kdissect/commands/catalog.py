@@ -17,7 +17,7 @@ from kdissect.analysis.fieldkeys import (
     observed_keys,
     zookeeper_keys,
 )
-from kdissect.cliutil import build, decode_options, iter_capture
+from kdissect.cliutil import CAPTURE_PATH, build, decode_options, iter_capture
 from kdissect.dissect.registry import DissectorRegistry
 
 # Protocols whose dissector tables can be walked for keys.
@@ -41,7 +41,7 @@ def protocols(fmt: str) -> None:
 
 @click.command("fields")
 @click.argument("proto", required=False)
-@click.option("--from", "capture", type=click.Path(dir_okay=False),
+@click.option("--from", "capture", type=CAPTURE_PATH,
               help="List the keys seen in this capture (with counts and examples) instead of the tables.")
 @click.option("-F", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @decode_options

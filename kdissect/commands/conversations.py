@@ -10,7 +10,7 @@ import click
 from rich.table import Table
 
 from kdissect.analysis.conversations import conversations as collect
-from kdissect.cliutil import build, current_filter, decode_options, iter_capture, make_console
+from kdissect.cliutil import CAPTURE_PATH, build, current_filter, decode_options, iter_capture, make_console
 
 
 def _size(n: int) -> str:
@@ -18,7 +18,7 @@ def _size(n: int) -> str:
 
 
 @click.command("conversations")
-@click.argument("capture", type=click.Path(dir_okay=False))
+@click.argument("capture", type=CAPTURE_PATH)
 @click.option("-F", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="A table for people, or JSON for scripts.")
 @click.option("-a", "--all", "show_all", is_flag=True,
@@ -35,6 +35,8 @@ def conversations(capture: str, fmt: str, show_all: bool, no_color: bool, decode
     rows = table.rows(filtered=keep is not None, empty=show_all)
     for w in table.warnings:
         click.echo(f"kdissect: warning: {w}", err=True)
+    for n in table.notes:
+        click.echo(f"kdissect: {n}", err=True)
     if fmt == "json":
         click.echo(json.dumps(rows, indent=1))
         return
@@ -56,7 +58,7 @@ def _print_table(rows: list[dict[str, Any]], no_color: bool) -> None:
 
 
 @click.command("follow")
-@click.argument("capture", type=click.Path(dir_okay=False))
+@click.argument("capture", type=CAPTURE_PATH)
 @click.option("-s", "--stream", "stream", type=click.IntRange(0), required=True,
               help="The conversation to follow (the stream column of `kdissect conversations`).")
 @click.option("-V", "--verbose", is_flag=True, help="Show the decoded field tree under each message.")

@@ -13,14 +13,15 @@ from rich.table import Table
 from kdissect.analysis.report import to_json
 from kdissect.analysis.sketch import QuantileSketch
 from kdissect.analysis.stats import Stats
-from kdissect.cliutil import build, decode_options, iter_capture, make_console
+from kdissect.capture.pcapfile import capture_name
+from kdissect.cliutil import CAPTURE_PATH, build, decode_options, iter_capture, make_console
 
 BAR_WIDTH = 40
 TEXT_COLUMNS = ("errors by name", "path", "client", "server")
 
 
 @click.command()
-@click.argument("capture", type=click.Path(dir_okay=False))
+@click.argument("capture", type=CAPTURE_PATH)
 @click.option("-F", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Tables for people, or JSON for scripts.")
 @click.option("--top", type=click.IntRange(1), default=20, show_default=True,
@@ -37,7 +38,7 @@ def stats(capture: str, fmt: str, top: int, no_color: bool, decode_as: tuple[str
     if fmt == "json":
         click.echo(json.dumps(data, indent=1, ensure_ascii=False))
         return
-    StatsView(make_console(no_color), top).show(data, capture, st.rtt)
+    StatsView(make_console(no_color), top).show(data, capture_name(capture), st.rtt)
 
 
 def _ms(x: float | None) -> str:

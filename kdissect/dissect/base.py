@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kdissect.dissect.matcher import Matcher
+from kdissect.dissect.partial import take_partial
 from kdissect.errors import DecodeError
 from kdissect.framing.length_prefixed import Framer
 from kdissect.model import Diagnostic, Field, Group, Message, Severity
@@ -20,12 +21,63 @@ class Options:
     """What the user asked for that changes decoding."""
 
     max_bytes: int = 256  # bytes/str values longer than this are cut in renderers
-    max_decompressed: int = 64 * 1024 * 1024  # cap for any single decompression
+    max_decompressed: int = 64 * 1024 * 1024  # decompressed bytes per message, all payloads together
     show_secrets: bool = False  # reveal SASL passwords, auth tokens
     decode_records: bool = True  # decode record batches / message payloads
     # False: count records from batch headers without decoding each one (summary-only views:
     # `read` without -V, -x or -Y); summaries stay the same, the field tree is shallower.
     record_detail: bool = True
+
+
+DEFAULT_OPTIONS = Options()
+
+
+# Decoded elements per message (array and list elements, repeated fields, vector items) and
+# decoded entries per message (records, batches, batch entries, stored messages): beyond these
+# a message's tree stops growing, with a diagnostic, which bounds the memory one message takes.
+MAX_ELEMENTS = 100_000
+MAX_ENTRIES = 100_000
+
+
+class Budget:
+    """What decoding one message may still spend, shared by all of its parts (every partition,
+    batch, entry or stored message): Options.max_decompressed bytes of decompressed output for
+    the whole message, MAX_ELEMENTS elements and MAX_ENTRIES entries. `inflated` counts the
+    decompressed bytes the message keeps (Message.inflated)."""
+
+    __slots__ = ("inflate_left", "inflate_limit", "inflated", "elements_left", "elements_limit",
+                 "entries_left", "entries_limit", "_said")
+
+    def __init__(self, opts: Options | None = None) -> None:
+        self.inflate_limit = (opts or DEFAULT_OPTIONS).max_decompressed
+        self.inflate_left = self.inflate_limit
+        self.inflated = 0
+        self.elements_limit = self.elements_left = MAX_ELEMENTS
+        self.entries_limit = self.entries_left = MAX_ENTRIES
+        self._said: set[str] = set()
+
+    def spend(self, produced: int, kept: bool) -> None:
+        """Decompressed output of `produced` bytes, kept by the message or thrown away."""
+        self.inflate_left = max(0, self.inflate_left - produced)
+        if kept:
+            self.inflated += produced
+
+    def elements(self, n: int) -> int:
+        """How many of n elements may still be decoded; they are spent."""
+        keep = n if n <= self.elements_left else max(self.elements_left, 0)
+        self.elements_left -= keep
+        return keep
+
+    def first(self, key: str) -> bool:
+        """True the first time `key` is asked: for diagnostics said once per message."""
+        if key in self._said:
+            return False
+        self._said.add(key)
+        return True
+
+
+# Ends the summary of a message whose bytes break part-way.
+MALFORMED_MARK = "(malformed)"
 
 
 class ConversationState:
@@ -72,13 +124,19 @@ class Dissector(Protocol):
 
 def run_dissector(d: Dissector, msg: Message, state: ConversationState, opts: Options) -> None:
     """The one boundary per PDU: a DecodeError becomes a MALFORMED diagnostic plus a raw field
-    for the bytes that were not decoded. Any other exception is a bug and propagates."""
+    for the bytes that were not decoded. What was decoded before the break stays: the fields the
+    error's `partial` still carries are appended, and a summary the dissector already set gets
+    " (malformed)". Any other exception is a bug and propagates."""
     try:
         d.dissect(msg, state, opts)
     except DecodeError as e:
         kind = type(e).__name__.lower()
         msg.add(Diagnostic(Severity.ERROR, Group.MALFORMED, f"{d.name}.{kind}", str(e), e.offset))
+        kept = {id(f) for f in msg.fields}
+        msg.fields += [f for f in take_partial(e) if id(f) not in kept]
         if not msg.summary:
             msg.summary = f"malformed {d.title} {msg.kind}"
+        elif not msg.summary.endswith(MALFORMED_MARK):
+            msg.summary += " " + MALFORMED_MARK
         if e.offset >= 0 and e.offset < len(msg.data):
             msg.fields.append(Field("undecoded", msg.data[e.offset :], e.offset, len(msg.data) - e.offset, hint="raw"))

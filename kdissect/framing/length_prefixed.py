@@ -9,8 +9,10 @@ plausible length is followed by bytes the protocol's boundary probe accepts.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable
+from functools import cache
 from typing import Protocol
 
 from kdissect.model import Diagnostic, Group, Pdu, Severity
@@ -21,6 +23,19 @@ BoundaryProbe = Callable[[bytes], bool]
 PROBE_HEAD = 64
 # An unconfirmed boundary is accepted once this much data waits behind it.
 RESYNC_WINDOW = 1024 * 1024
+# Candidates that wait for more data before they can be judged, at most.
+MAX_WAITING = 64
+
+
+@cache
+def _plausible_lengths(min_frame: int, max_frame: int) -> re.Pattern[bytes]:
+    """Offsets whose 4-byte length may lie in min_frame..max_frame: the first byte is at most
+    max_frame's, and the length is not below min_frame (checked exactly for min_frame <= 256)."""
+    top = min(max_frame >> 24, 255)
+    pattern = b"(?=[\\x00-" + b"\\x%02x" % top + b"])"
+    if 0 < min_frame <= 256:
+        pattern += b"(?!\\x00\\x00\\x00[\\x00-" + b"\\x%02x" % (min_frame - 1) + b"])"
+    return re.compile(pattern, re.DOTALL)
 
 
 class Framer(Protocol):
@@ -38,13 +53,19 @@ class Framer(Protocol):
 class ChunkIndex:
     """Which frames carried which byte ranges of a stream: (absolute end, frame, ts)."""
 
-    __slots__ = ("_chunks",)
+    __slots__ = ("_chunks", "_ends")
 
     def __init__(self) -> None:
         self._chunks: deque[tuple[int, int, float]] = deque()
+        self._ends: set[int] = set()
 
     def add(self, end: int, frame: int, ts: float) -> None:
         self._chunks.append((end, frame, ts))
+        self._ends.add(end)
+
+    def is_end(self, offset: int) -> bool:
+        """Whether a chunk (a TCP segment, usually) ends at this absolute offset."""
+        return offset in self._ends
 
     def span(self, start: int, end: int) -> tuple[list[int], float, float]:
         """Frames, first ts and last ts of the chunks covering [start, end)."""
@@ -67,9 +88,9 @@ class ChunkIndex:
         return frames, ts0, ts1
 
     def drop_before(self, offset: int) -> None:
-        chunks = self._chunks
+        chunks, ends = self._chunks, self._ends
         while chunks and chunks[0][0] <= offset:
-            chunks.popleft()
+            ends.discard(chunks.popleft()[0])
 
 
 class LengthPrefixedFramer:
@@ -86,7 +107,10 @@ class LengthPrefixedFramer:
         self.probe: BoundaryProbe | None = None
         self.skip_to = 0  # absolute offset below which bytes are discarded (stepping over a gap)
         self.pending_diags: list[Diagnostic] = []
-        self.scan_pos = 0  # while resynchronising: offsets below this cannot start a message
+        # While resynchronising (absolute offsets): every offset below scan_to has been judged
+        # once; `waiting` holds the candidates that needed more data, as [offset, bytes needed].
+        self.scan_to = 0
+        self.waiting: list[list[int]] = []
 
     # -- the Framer interface ---------------------------------------------------------
 
@@ -98,8 +122,7 @@ class LengthPrefixedFramer:
         self.pending_diags.append(diag)
 
     def feed(self, data: bytes, frame: int, ts: float) -> list[Pdu]:
-        end = self.base + len(self.buf) + len(data)
-        self.index.add(end, frame, ts)
+        self.index.add(self.base + len(self.buf) + len(data), frame, ts)
         self.buf += data
         return self._drain()
 
@@ -160,14 +183,12 @@ class LengthPrefixedFramer:
         self.pending_diags = []
         self.base += n
         self.buf.clear()
-        self.scan_pos = 0
         self.index.drop_before(self.base)
         if consume is not None:
             self.skip_to = self.base - n + consume
         return pdu
 
     def _discard(self, n: int) -> None:
-        self.scan_pos = max(0, self.scan_pos - n)
         del self.buf[:n]
         self.base += n
         self.index.drop_before(self.base)
@@ -185,7 +206,9 @@ class LengthPrefixedFramer:
             if len(buf) < 4:
                 return out
             n = int.from_bytes(buf[0:4], "big")
-            if n > self.max_frame or n < self.min_frame:
+            if n > self.max_frame or 0 < n < self.min_frame:
+                # An empty message is well formed (Kafka's empty SASL token); min_frame only
+                # keeps resynchronisation from accepting short lengths inside other data.
                 self._bad_length(n)
                 continue
             total = 4 + n
@@ -199,7 +222,7 @@ class LengthPrefixedFramer:
     def _bad_length(self, n: int) -> None:
         self.pending_diags.append(Diagnostic(
             Severity.ERROR, Group.MALFORMED, "framing.bad_length",
-            f"message length {n} outside 0..{self.max_frame}: resynchronising",
+            f"message length {n} outside {self.min_frame}..{self.max_frame}: resynchronising",
         ))
         if self.probe is None:
             # Without a probe there is no way to find the next boundary: drop what we have.
@@ -208,62 +231,96 @@ class LengthPrefixedFramer:
         self._discard(1)
         self.synced = False
 
-    def _head_ok(self, i: int, n: int) -> bool | None:
-        """The boundary probe on the message at i: None when too few bytes are here to judge."""
-        head = bytes(self.buf[i : i + PROBE_HEAD])
-        if len(head) < min(PROBE_HEAD, 4 + n):
-            return None
-        assert self.probe is not None
-        return self.probe(head)
+    # -- resynchronisation --------------------------------------------------------------
 
-    def _verdict(self, i: int) -> bool | None:
+    def _length_at(self, i: int) -> int | None:
+        """The length prefix at buf[i] when it is within this protocol's bounds."""
+        n = int.from_bytes(self.buf[i : i + 4], "big")
+        return n if self.min_frame <= n <= self.max_frame else None
+
+    def _head_ok(self, i: int, n: int) -> tuple[bool | None, int]:
+        """The boundary probe on the message at buf[i]; None (and the buffer length that
+        decides it) when too few bytes are here to judge."""
+        need = i + min(PROBE_HEAD, 4 + n)
+        if len(self.buf) < need:
+            return None, need
+        assert self.probe is not None
+        return self.probe(bytes(self.buf[i : i + PROBE_HEAD])), need
+
+    def _first_segments(self, i: int, nxt: int) -> bool:
+        """Whether buf[i:nxt] is exactly the first whole chunks (TCP segments) captured of a
+        stream seen from its middle: a length prefix there that frames its segments exactly
+        starts a message whatever its bytes, as tshark assumes of a first segment."""
+        return self.base + i == 0 and nxt <= len(self.buf) and self.index.is_end(self.base + nxt)
+
+    def _verdict(self, i: int) -> tuple[bool | None, int]:
         """Whether a message starts at buf[i]: True when it and the message after it both look
-        right (or it ends exactly where the data ends), False when not, None when more data is
-        needed to tell."""
-        buf = self.buf
-        n = int.from_bytes(buf[i : i + 4], "big")
-        if n > self.max_frame or n < self.min_frame:
-            return False
-        ok = self._head_ok(i, n)
-        if not ok:
-            return ok
+        right (or it ends exactly where the data ends), or when it fills the first segments;
+        False when not; None when more data is needed to tell, with the buffer length at which
+        to ask again."""
+        n = self._length_at(i)
+        if n is None:
+            return False, 0
         nxt = i + 4 + n
-        if nxt == len(buf):
-            return True
-        if nxt + 4 > len(buf):
-            return None
-        n2 = int.from_bytes(buf[nxt : nxt + 4], "big")
-        if n2 > self.max_frame or n2 < self.min_frame:
-            return False
+        if self._first_segments(i, nxt):
+            return True, 0
+        ok, need = self._head_ok(i, n)
+        if not ok:
+            return ok, need
+        if nxt == len(self.buf):
+            return True, 0
+        if nxt + 4 > len(self.buf):
+            return None, nxt if nxt > len(self.buf) else nxt + 4
+        n2 = self._length_at(nxt)
+        if n2 is None:
+            return False, 0
         return self._head_ok(nxt, n2)
 
     def _resync(self, final: bool = False) -> bool:
         """Find the next boundary; discard what precedes it. False: more data is needed.
 
-        A candidate confirmed by the message after it wins over one that runs past the data;
-        such an unconfirmed candidate is accepted once RESYNC_WINDOW bytes wait behind it, or
-        at the end of the stream."""
-        buf = self.buf
-        undecided: int | None = None
-        i = self.scan_pos
-        while i + 8 <= len(buf):
-            v = self._verdict(i)
+        Every offset is judged once; a candidate that needs more data waits (at most
+        MAX_WAITING of them) and is judged again only when that data has come, so the work is
+        linear in the bytes. A candidate confirmed by the message after it wins over one that
+        runs past the data; such an unconfirmed candidate is accepted once RESYNC_WINDOW bytes
+        wait behind it, or at the end of the stream."""
+        base, size = self.base, len(self.buf)
+        if self.scan_to < base:
+            self.scan_to = base
+            self.waiting = [w for w in self.waiting if w[0] >= base]
+        for w in self.waiting:
+            if w[1] <= base + size:
+                v, need = self._verdict(w[0] - base)
+                if v:
+                    return self._synced_at(w[0] - base)
+                w[1] = base + need if v is None else -1
+        self.waiting = [w for w in self.waiting if w[1] >= 0]
+        last = size - 8  # the last offset with a length and the start of a message behind it
+        find = _plausible_lengths(self.min_frame, self.max_frame).search
+        i = self.scan_to - base
+        while i <= last:
+            m = find(self.buf, i)  # skips, at C speed, offsets whose length cannot be right
+            if m is None or m.start() > last:
+                break
+            i = m.start()
+            v, need = self._verdict(i)
             if v:
                 return self._synced_at(i)
-            if v is None and undecided is None:
-                undecided = i
-            elif v is False and undecided is None:
-                self.scan_pos = i + 1
+            if v is None and len(self.waiting) < MAX_WAITING:
+                self.waiting.append([base + i, base + need])
             i += 1
-        if undecided is not None and (final or len(buf) - undecided > RESYNC_WINDOW):
-            return self._synced_at(undecided)
-        keep_from = undecided if undecided is not None else max(0, len(buf) - 7)
-        self._skipped(min(keep_from, self.scan_pos))
+        i = max(i, last + 1)
+        self.scan_to = base + i
+        first = self.waiting[0][0] - base if self.waiting else None
+        if first is not None and (final or size - first > RESYNC_WINDOW):
+            return self._synced_at(first)
+        self._skipped(first if first is not None else i)
         return False
 
     def _synced_at(self, i: int) -> bool:
         self._skipped(i)
         self.synced = True
+        self.waiting = []
         return True
 
     def _skipped(self, n: int) -> None:

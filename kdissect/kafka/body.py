@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kdissect.dissect.base import Options
+from kdissect.dissect.base import Budget, Options
 from kdissect.errors import DecodeError
 from kdissect.kafka.apis import APIS
 from kdissect.kafka.error_codes import UNSUPPORTED_VERSION, error_name
-from kdissect.kafka.ops import Ctx
+from kdissect.kafka.ops import ArrayCap, Ctx
 from kdissect.kafka.plan import plan_for
 from kdissect.kafka.summary import summarise
 from kdissect.model import ENUM, RAW, Diagnostic, Field, Group, Severity
@@ -63,8 +63,9 @@ def body_version(api_key: int, version: int, is_request: bool, r: WireReader) ->
 
 
 def decode_body(api_key: int, version: int, is_request: bool, r: WireReader, opts: Options,
-                state: dict[str, Any] | None = None) -> Body:
-    """Decode the body that follows the header; never raises."""
+                state: dict[str, Any] | None = None, budget: Budget | None = None) -> Body:
+    """Decode the body that follows the header; never raises. `budget`: the message's allowance
+    of elements and decompressed bytes (a new one when None)."""
     out = Body()
     if api_key not in APIS or version < 0:
         out.diagnostics.append(Diagnostic(Severity.WARNING, Group.UNDECODED, "kafka.unknown_api",
@@ -75,14 +76,19 @@ def decode_body(api_key: int, version: int, is_request: bool, r: WireReader, opt
     use, diags = body_version(api_key, version, is_request, r)
     out.diagnostics += diags
     start = r.pos
-    ctx = Ctx(opts, state, use)
+    ctx = Ctx(opts, state, use, budget)
     try:
         tree = plan_for(api_key, use, is_request)(r, ctx)
+    except ArrayCap as e:
+        return _capped(out, api_key, is_request, r, ctx, e)
     except DecodeError as e:
         r.pos = start
         if api_key == API_VERSIONS and not is_request and use != version:
             return _api_versions_error(out, r, version, opts, state)
-        return _failed(out, r, e, use != version and bool(diags))
+        assumed = use != version and bool(diags)
+        if assumed or e.partial is None:
+            return _failed(out, r, e, assumed)
+        return _cut_short(out, api_key, is_request, r, ctx, e)
     if r.remaining and api_key == API_VERSIONS and not is_request and use != version:
         r.pos = start
         return _api_versions_error(out, r, version, opts, state)
@@ -138,6 +144,31 @@ def _failed(out: Body, r: WireReader, e: DecodeError, assumed: bool) -> Body:
                                           str(e), e.offset))
     out.fields.append(_raw(r))
     out.summary = "(malformed)" if not assumed else "(undecoded)"
+    return out
+
+
+def _cut_short(out: Body, api_key: int, is_request: bool, r: WireReader, ctx: Ctx, e: DecodeError) -> Body:
+    """A body that breaks after some of its fields (cut short, most often): the tree, facts and
+    summary decoded up to the break stay, then the MALFORMED diagnostic and the rest raw."""
+    out.fields = e.partial.children or []
+    out.diagnostics += ctx.diags
+    _facts(out, api_key, is_request, ctx)
+    out.summary = f"{out.summary} (malformed)".lstrip()
+    out.diagnostics.append(Diagnostic(Severity.ERROR, Group.MALFORMED, f"kafka.{type(e).__name__.lower()}",
+                                      str(e), e.offset))
+    if r.pos <= e.offset < r.end:
+        r.pos = e.offset
+        out.fields.append(_raw(r, "undecoded"))
+    return out
+
+
+def _capped(out: Body, api_key: int, is_request: bool, r: WireReader, ctx: Ctx, e: ArrayCap) -> Body:
+    """A body with more array elements than a message may decode: the tree, facts and summary
+    up to the limit stay; the rest is not decoded (the kafka.array_cap diagnostic says so)."""
+    out.fields = (e.partial.children or []) if e.partial is not None else []
+    out.diagnostics += ctx.diags
+    _facts(out, api_key, is_request, ctx)
+    r.pos = r.end
     return out
 
 

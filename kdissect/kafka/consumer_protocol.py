@@ -11,7 +11,7 @@ with the newest known version; their extra trailing fields stay raw (the protoco
 from __future__ import annotations
 
 from kdissect.errors import DecodeError
-from kdissect.kafka.ops import Ctx
+from kdissect.kafka.ops import ArrayCap, Ctx
 from kdissect.kafka.plan import compile_message
 from kdissect.kafka.schema_messages import EMBEDDED
 from kdissect.model import RAW, STRUCT, Field
@@ -34,9 +34,12 @@ def decode_embedded(message: str, f: Field, buf: bytes, ctx: Ctx) -> Field:
     if version < lo:
         return f
     r = WireReader(buf, start + 2, start + len(data))
-    sub = Ctx(ctx.opts, ctx.state)
+    sub = Ctx(ctx.opts, ctx.state, budget=ctx.budget)
     try:
         body = compile_message(message, min(version, hi), flex is not None and version >= flex)(r, sub)
+    except ArrayCap:
+        ctx.diags.extend(sub.diags)  # the limit is the message's: its next array stops it
+        return f
     except DecodeError:
         return f
     kids = [Field("version", version, start, 2)] + (body.children or [])

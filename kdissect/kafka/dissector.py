@@ -3,7 +3,7 @@ body decoder."""
 
 from __future__ import annotations
 
-from kdissect.dissect.base import ConversationState, Options
+from kdissect.dissect.base import Budget, ConversationState, Options
 from kdissect.errors import DecodeError
 from kdissect.framing.length_prefixed import Framer, LengthPrefixedFramer
 from kdissect.kafka import body as kbody
@@ -16,7 +16,7 @@ from kdissect.kafka.headers import (
     response_header_version,
 )
 from kdissect.kafka.infer import infer_response
-from kdissect.model import Diagnostic, Field, Group, Message, Severity
+from kdissect.model import SECRET, Diagnostic, Field, Group, Message, Severity
 from kdissect.wire.reader import WireReader
 
 PRODUCE = 0
@@ -24,6 +24,7 @@ SASL_HANDSHAKE = 17
 SASL_RAW = "sasl_v0_raw_tokens"
 MAX_FRAME = 100 * 1024 * 1024  # the broker's socket.request.max.bytes is 100 MB by default
 PROBE_OPTIONS = Options(decode_records=False)
+TRAILING = "kafka.trailing_bytes"
 
 
 def _produce_acks(r: WireReader, version: int, flexible: bool) -> int | None:
@@ -48,17 +49,21 @@ def _sasl_mechanism(data: bytes, pos: int, flexible: bool) -> str | None:
         return None
 
 
-def _decodes_cleanly(request: bytes) -> bool:
-    """Whether a whole request decodes by its schema with nothing left over: what tells a Kafka
-    request from other bytes whose first words happen to look like a Kafka header."""
+def _request_fit(request: bytes, trailing: float) -> float:
+    """How well a whole request decodes by its schema: what tells a Kafka request from other
+    bytes whose first words happen to look like a Kafka header. 0.95 with nothing left over;
+    `trailing` when only bytes after a complete body are left (Kafka's parsers ignore them, and
+    the dissector keeps them with a warning); 0.1 when it does not decode."""
     r = WireReader(request, 4)
     try:
         hdr, _ = read_request_header(r)
     except DecodeError:
-        return False
+        return 0.1
     body = kbody.decode_body(hdr.api_key, hdr.api_version, True, r, PROBE_OPTIONS, {})
     bad = (Severity.WARNING, Severity.ERROR)
-    return r.at_end() and not any(d.severity in bad for d in body.diagnostics)
+    if any(d.severity in bad and d.key != TRAILING for d in body.diagnostics):
+        return 0.1
+    return trailing if any(d.key == TRAILING for d in body.diagnostics) else 0.95
 
 
 class KafkaDissector:
@@ -70,7 +75,11 @@ class KafkaDissector:
     # -- detection ---------------------------------------------------------------------
 
     def probe(self, head: bytes) -> float:
-        """A plausible request header: size, known API key and version, client_id length."""
+        """A plausible request header: size, known API key and version, client_id length. A
+        request with bytes after its body does not choose Kafka for a conversation."""
+        return self._request_score(head, trailing=0.1)
+
+    def _request_score(self, head: bytes, trailing: float) -> float:
         if len(head) < 14:
             return 0.0
         size = int.from_bytes(head[0:4], "big")
@@ -86,12 +95,14 @@ class KafkaDissector:
         if client_len > 0 and not all(32 <= b < 127 for b in text):
             return 0.2
         if len(head) >= 4 + size:
-            return 0.95 if _decodes_cleanly(head[: 4 + size]) else 0.1
+            return _request_fit(head[: 4 + size], trailing)
         return 0.8 if api_key in (18, 3, 0, 1) else 0.7
 
     def probe_boundary(self, head: bytes, to_server: bool, state: ConversationState) -> bool:
         if to_server:
-            return self.probe(head) >= 0.5
+            # In a Kafka conversation, a request whose body is followed by extra bytes is still
+            # a request (tshark frames it too): the extra bytes are a warning on it.
+            return self._request_score(head, trailing=0.85) >= 0.5
         if len(head) < 8:
             return False
         corr = int.from_bytes(head[4:8], "big", signed=True)
@@ -138,8 +149,8 @@ class KafkaDissector:
         token = msg.data[4:]
         kids = decode(mechanism, token, 4, msg.to_server, opts) if decode is not None else []
         if not kids:
-            kids = [Field("token", token if opts.show_secrets else None, 4, len(token), hint="raw",
-                          display=None if opts.show_secrets else f"<{len(token)} bytes hidden>")]
+            kids = [Field("token", token, 4, len(token), hint="raw") if opts.show_secrets else
+                    Field("token", f"<redacted {len(token)} bytes>", 4, len(token), hint=SECRET)]
         msg.fields.append(Field("sasl_token", None, 4, len(token), kids, hint="struct"))
         return True
 
@@ -234,7 +245,9 @@ class KafkaDissector:
 
     def _body(self, msg: Message, r: WireReader, api_key: int, version: int, is_request: bool,
               opts: Options, state: ConversationState) -> None:
-        body = kbody.decode_body(api_key, version, is_request, r, opts, state.extra)
+        budget = Budget(opts)
+        body = kbody.decode_body(api_key, version, is_request, r, opts, state.extra, budget)
+        msg.inflated += budget.inflated
         if api_key == SASL_HANDSHAKE and version == 0 and not is_request and body.info.get("error_code") == 0:
             state.extra[SASL_RAW] = True
         msg.fields.extend(body.fields)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kdissect.dissect.base import MAX_ELEMENTS
+from kdissect.errors import BadLength
 from kdissect.kafka.apis import APIS
 from kdissect.model import ENUM, Field, struct
 from kdissect.wire.reader import WireReader
@@ -56,8 +58,12 @@ class RequestHeader:
 
 
 def skip_tagged_fields(r: WireReader) -> dict[int, bytes]:
-    """Read a tagged-field section; returns {tag: raw bytes}."""
+    """Read a tagged-field section; returns {tag: raw bytes}. More than MAX_ELEMENTS tagged
+    fields in a header is taken for garbage (BadLength)."""
+    at = r.pos
     n = r.count(r.uvarint32(), 2)
+    if n > MAX_ELEMENTS:
+        raise BadLength(f"{n} tagged fields in a header", at)
     out: dict[int, bytes] = {}
     for _ in range(n):
         tag = r.uvarint32()

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from kdissect.kafka.ops import Ctx
-from kdissect.model import STRUCT, Field
+from kdissect.model import SECRET, STRUCT, Field
 from kdissect.wire.reader import WireReader
 
 Hook = Callable[[Field, WireReader, Ctx], Field]
@@ -23,6 +23,15 @@ CONSUMER_ASSIGNMENT = (("SyncGroupRequest", "assignments.assignment"),
                        ("SyncGroupResponse", "assignment"),
                        ("DescribeGroupsResponse", "groups.members.member_assignment"))
 SASL = {("SaslAuthenticateRequest", "auth_bytes"): True, ("SaslAuthenticateResponse", "auth_bytes"): False}
+# Credentials carried as plain bytes: delegation-token HMACs (the token's password) and SCRAM
+# salted passwords. Redacted unless show_secrets.
+SECRET_BYTES = frozenset({
+    ("AlterUserScramCredentialsRequest", "upsertions.salted_password"),
+    ("CreateDelegationTokenResponse", "hmac"),
+    ("RenewDelegationTokenRequest", "hmac"),
+    ("ExpireDelegationTokenRequest", "hmac"),
+    ("DescribeDelegationTokenResponse", "tokens.hmac"),
+})
 
 
 def lookup(message: str, path: str) -> Hook | None:
@@ -33,6 +42,8 @@ def lookup(message: str, path: str) -> Hook | None:
         return cp.subscription if key in CONSUMER_SUBSCRIPTION else cp.assignment
     if key in SASL:
         return _sasl_hook(SASL[key])
+    if key in SECRET_BYTES:
+        return _secret_bytes
     return None
 
 
@@ -58,3 +69,10 @@ def _sasl_hook(is_request: bool) -> Hook:
             return f
         return Field(f.name, None, f.offset, f.length, kids, STRUCT, None, "SASL")
     return hook
+
+
+def _secret_bytes(f: Field, r: WireReader, ctx: Ctx) -> Field:
+    if ctx.opts.show_secrets:
+        return f
+    size = len(f.value)
+    return Field(f.name, f"<redacted {size} bytes>", f.offset + f.length - size, size, hint=SECRET)

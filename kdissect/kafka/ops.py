@@ -13,20 +13,25 @@ import uuid as _uuid
 from collections.abc import Callable
 from typing import Any
 
-from kdissect.dissect.base import Options
-from kdissect.errors import BadLength, Truncated
+from kdissect.dissect.base import Budget, Options
+from kdissect.dissect.partial import keep_partial
+from kdissect.errors import BadLength, DecodeError, Truncated
 from kdissect.kafka.error_codes import error_name
-from kdissect.model import ARRAY, BYTES, ENUM, RAW, STRUCT, TIME_MS, Diagnostic, Field
+from kdissect.model import ARRAY, BYTES, ENUM, RAW, STRUCT, TIME_MS, Diagnostic, Field, Group, Severity
 from kdissect.wire.reader import WireReader
 
 
 class Ctx:
     """What one body decode collects besides the tree."""
 
-    __slots__ = ("opts", "errors", "topics", "groups", "diags", "records", "state", "version")
+    __slots__ = ("opts", "errors", "topics", "groups", "diags", "records", "state", "version", "budget")
 
-    def __init__(self, opts: Options, state: dict[str, Any] | None = None, version: int = -1) -> None:
+    def __init__(self, opts: Options, state: dict[str, Any] | None = None, version: int = -1,
+                 budget: Budget | None = None) -> None:
         self.opts = opts
+        # The message's allowance of array elements and decompressed bytes (shared with the
+        # records fields and embedded protocols of the same message).
+        self.budget = budget if budget is not None else Budget(opts)
         self.version = version
         self.errors: list[int] = []  # non-zero error codes, in wire order
         self.topics: list[str] = []
@@ -37,6 +42,20 @@ class Ctx:
 
 
 Dec = Callable[[WireReader, Ctx], Field]
+
+
+class ArrayCap(DecodeError):
+    """An array (or tagged-field section) past the message's element allowance: the elements
+    before the limit are kept (`partial`); the rest of the message is not decoded."""
+
+
+def _array_cap(ctx: Ctx, name: str, n: int, shown: int, start: int, pos: int) -> ArrayCap:
+    """The error that stops a message at an array it may not decode whole (noted once)."""
+    e = ArrayCap(f"{name}: {n} elements, past the {ctx.budget.elements_limit} elements a message may decode: "
+                 f"the first {shown} are shown, the rest of the message is not decoded", pos)
+    if ctx.budget.first("kafka.array_cap"):
+        ctx.diags.append(Diagnostic(Severity.WARNING, Group.UNDECODED, "kafka.array_cap", str(e), start))
+    return e
 
 _FIXED = {
     "int8": (1, _struct.Struct(">b").unpack_from),
@@ -190,36 +209,62 @@ def array(name: str, elem: Dec, flexible: bool, min_size: int) -> Dec:
             return Field(name, None, start, r.pos - start, None, ARRAY)
         if n * min_size > r.end - r.pos:
             raise BadLength(f"{name}: {n} elements exceed the {r.end - r.pos} bytes that remain", start)
-        kids = [elem(r, ctx) for _ in range(n)]
+        keep = ctx.budget.elements(n)
+        kids: list[Field] = []
+        try:
+            for _ in range(keep):
+                kids.append(elem(r, ctx))
+        except DecodeError as e:
+            raise keep_partial(e, name, start, kids, ARRAY) from None
+        if keep < n:
+            cap = _array_cap(ctx, name, n, keep, start, r.pos)
+            cap.partial = Field(name, None, start, r.pos - start, kids, ARRAY, None, f"{name} (first {keep} of {n})")
+            raise cap
         return Field(name, None, start, r.pos - start, kids, ARRAY)
     return dec
 
 
 def struct_dec(name: str, regular: list[Dec], tagged: dict[int, Dec] | None) -> Dec:
     """A struct: its regular fields, then (flexible versions) its tagged-field section."""
+    def fields(r: WireReader, ctx: Ctx, start: int) -> list[Field]:
+        kids: list[Field] = []
+        try:
+            for f in regular:
+                kids.append(f(r, ctx))
+        except DecodeError as e:
+            raise keep_partial(e, name, start, kids, STRUCT) from None
+        return kids
+
     if tagged is None:
         def dec(r: WireReader, ctx: Ctx) -> Field:
             start = r.pos
-            kids = [f(r, ctx) for f in regular]
+            kids = fields(r, ctx, start)
             return Field(name, None, start, r.pos - start, kids, STRUCT)
         return dec
 
     def dec_flex(r: WireReader, ctx: Ctx) -> Field:
         start = r.pos
-        kids = [f(r, ctx) for f in regular]
+        kids = fields(r, ctx, start)
         if r.pos < r.end and r.buf[r.pos] == 0:
             r.pos += 1  # the usual empty tagged-field section
         else:
-            kids.extend(tagged_section(r, ctx, tagged))
+            try:
+                tagged_section(r, ctx, tagged, kids)
+            except ArrayCap as e:
+                raise keep_partial(e, name, start, kids, STRUCT) from None
         return Field(name, None, start, r.pos - start, kids, STRUCT)
     return dec_flex
 
 
-def tagged_section(r: WireReader, ctx: Ctx, tagged: dict[int, Dec]) -> list[Field]:
-    """Tagged fields by schema; unknown tags stay raw, named after their tag number."""
+def tagged_section(r: WireReader, ctx: Ctx, tagged: dict[int, Dec], out: list[Field] | None = None) -> list[Field]:
+    """Tagged fields by schema, appended to `out`; unknown tags stay raw, named after their tag
+    number. Each counts against the message's element allowance."""
+    start = r.pos
     n = r.count(r.uvarint32(), 2)
-    out: list[Field] = []
-    for _ in range(n):
+    keep = ctx.budget.elements(n)
+    if out is None:
+        out = []
+    for _ in range(keep):
         tag = r.uvarint32()
         size = r.uvarint32()
         sub = r.sub(size)
@@ -228,6 +273,8 @@ def tagged_section(r: WireReader, ctx: Ctx, tagged: dict[int, Dec]) -> list[Fiel
             out.append(Field(f"tag_{tag}", bytes(sub.buf[sub.pos:sub.end]), sub.pos, size, None, RAW))
         else:
             out.append(dec(sub, ctx))
+    if keep < n:
+        raise _array_cap(ctx, "tagged fields", n, keep, start, r.pos)  # those read are in `out`
     return out
 
 

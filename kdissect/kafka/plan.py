@@ -151,7 +151,7 @@ def records(name: str, flexible: bool) -> Dec:
         if decode is None or n == 0:
             return Field(name, bytes(r.buf[p:p + n]), start, r.pos - start, None, BYTES)
         try:
-            f, diags, stats = decode(r.buf, p, p + n, ctx.opts, name)
+            f, diags, stats = decode(r.buf, p, p + n, ctx.opts, name, budget=ctx.budget)
         except DecodeError as e:
             ctx.diags.append(Diagnostic(Severity.ERROR, Group.MALFORMED, "kafka.records",
                                         f"{name}: {e}", e.offset))

@@ -8,7 +8,7 @@ offsets into the whole message, except below a compressed payload, whose fields 
 
 from __future__ import annotations
 
-from kdissect.dissect.base import Options
+from kdissect.dissect.base import Budget, Options
 from kdissect.kafka.records_common import Ctx, EntryDecoder, plural, walk
 from kdissect.kafka.records_legacy import decode_message
 from kdissect.kafka.records_v2 import count_batch, decode_batch
@@ -21,17 +21,19 @@ COUNTERS: dict[int, EntryDecoder] = {**DECODERS, 2: count_batch}
 
 
 def decode_records(buf: bytes, start: int, end: int, opts: Options, name: str = "records",
-                   partial_ok: bool = True) -> tuple[Field, list[Diagnostic], dict[str, int]]:
+                   partial_ok: bool = True, budget: Budget | None = None
+                   ) -> tuple[Field, list[Diagnostic], dict[str, int]]:
     """Decode the batches in buf[start:end] (the bytes after the field's length prefix).
 
     Returns the field (an array of batches), diagnostics and {"records", "batches", "bytes"}
     (bytes: the sum of key and value sizes). A batch running past `end` is the broker's cut at
-    the fetch size: a note when `partial_ok` (responses), an error otherwise. At most
-    opts.max_decompressed bytes are decompressed for the whole field. Never raises.
+    the fetch size: a note when `partial_ok` (responses), an error otherwise. `budget` is the
+    message's (all its records fields share opts.max_decompressed decompressed bytes and the
+    limit on records and batches shown); a new one when None. Never raises.
     """
     end = min(end, len(buf))
     start = max(0, min(start, end))
-    ctx = Ctx(opts, budget=opts.max_decompressed)
+    ctx = Ctx(opts, budget if budget is not None else Budget(opts))
     decoders = DECODERS if opts.record_detail else COUNTERS
     batches = walk(buf, start, end, ctx, True, partial_ok, decoders) if opts.decode_records else []
     field = Field(name, None, start, end - start, batches, ARRAY)

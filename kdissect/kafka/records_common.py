@@ -7,13 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from kdissect.dissect.base import Options
+from kdissect.dissect.base import Budget, Options
 from kdissect.kafka.compression import Inflated, codec_name, inflate
 from kdissect.model import BYTES, RAW, TIME_MS, Diagnostic, Field, Group, Severity, note
 
-# Fields are built for at most this many records and batches per `records` field; the rest is
-# left undecoded (a note says so), which bounds the time and memory one field can take.
-MAX_RECORD_FIELDS = 100_000
+# Fields are built for at most Budget.entries_left records and batches per message (all its
+# `records` fields together); past that, v2 batches are counted from their headers only (a note
+# says so), which bounds the time and memory one message can take.
 LOG_APPEND_TIME = 0x08  # attributes bit: timestamps were set by the broker
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MAX_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
@@ -21,24 +21,27 @@ _MAX_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
 
 @dataclass(slots=True)
 class Ctx:
-    """State of one decode_records call: options, diagnostics, counters, decompression budget."""
+    """State of one decode_records call: options, diagnostics, counters, and the message's
+    budget (decompressed bytes, records and batches shown), shared by its records fields."""
 
     opts: Options
-    budget: int
+    budget: Budget
     diags: list[Diagnostic] = field(default_factory=list)
     records: int = 0
     batches: int = 0
     nbytes: int = 0
-    limited: bool = False
 
     def over_limit(self, offset: int) -> bool:
-        """Whether the limit on records and batches per field is reached (noted once)."""
-        if self.records + self.batches < MAX_RECORD_FIELDS:
+        """Whether the message may show no more records and batches (noted once per message);
+        when it may, one is counted against the budget."""
+        b = self.budget
+        if b.entries_left > 0:
+            b.entries_left -= 1
             return False
-        if not self.limited:
-            self.limited = True
+        if b.first("kafka.records.limit"):
             self.add(Severity.NOTE, Group.COMMENT, "limit",
-                     f"more than {MAX_RECORD_FIELDS} records and batches: the rest are not shown", offset)
+                     f"more than {b.entries_limit} records and batches in the message: the rest are "
+                     "counted from batch headers, not shown", offset)
         return True
 
     def add(self, severity: Severity, group: Group, key: str, text: str, offset: int) -> None:
@@ -48,12 +51,25 @@ class Ctx:
         self.add(Severity.ERROR, group, key, text, offset)
 
     def inflate(self, codec: int, data: bytes, offset: int, legacy_lz4: bool = False) -> bytes | None:
-        """Decompress against the remaining budget; problems become diagnostics at `offset`."""
-        out: Inflated = inflate(codec, data, self.budget, legacy_lz4)
-        self.budget -= len(out.data)
+        """Decompress against what is left of the message's budget; problems become diagnostics
+        at `offset`. Once the budget is spent nothing more is decompressed (noted once)."""
+        b = self.budget
+        if b.inflate_left <= 0:
+            if b.first("kafka.records.decompression_budget"):
+                self.add(Severity.WARNING, Group.UNDECODED, "decompression_budget",
+                         f"the message has used its {b.inflate_limit}-byte decompression budget: "
+                         "compressed records from here on are not decoded", offset)
+            return None
+        left = b.inflate_left
+        out: Inflated = inflate(codec, data, left, legacy_lz4)
+        ok = not out.capped and not out.problem
+        b.spend(len(out.data), ok)
         if out.capped:
+            why = out.problem if left == b.inflate_limit else (
+                f"{codec_name(codec)} output exceeds the {left} bytes left of the message's "
+                f"{b.inflate_limit}-byte decompression budget")
             self.add(Severity.WARNING, Group.UNDECODED, "decompression_cap",
-                     f"{out.problem} (a decompression bomb?): records not decoded", offset)
+                     f"{why} (a decompression bomb?): records not decoded", offset)
             return None
         if out.problem:
             self.error("decompress", f"{codec_name(codec)} payload: {out.problem}", offset)
@@ -100,7 +116,10 @@ def walk(buf: bytes, start: int, end: int, ctx: Ctx, real: bool, partial_ok: boo
     out: list[Field] = []
     pos = start
     where = start if real else -1
-    while pos < end and not ctx.over_limit(pos if real else where):
+    while pos < end:
+        if ctx.over_limit(pos if real else where):
+            count_rest(buf, pos, end, ctx)
+            break
         size = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True) if end - pos >= 12 else None
         if size is not None and size < MIN_ENTRY:
             ctx.error("bad_length", f"batch/message length {size} is too small", pos if real else where)
@@ -118,6 +137,21 @@ def walk(buf: bytes, start: int, end: int, ctx: Ctx, real: bool, partial_ok: boo
             out.append(dec(buf, pos, pos + 12 + size, ctx, real))
         pos += 12 + size
     return out
+
+
+V2_HEADER = 61  # a RecordBatch header; records_count is its last int32
+
+
+def count_rest(buf: bytes, pos: int, end: int, ctx: Ctx) -> None:
+    """Past the message's limit: the RecordBatches left in [pos, end) are counted from their
+    headers, without fields; counting stops at anything else."""
+    while end - pos >= V2_HEADER:
+        size = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True)
+        if size < V2_HEADER - 12 or pos + 12 + size > end or buf[pos + 16] != 2:
+            return
+        ctx.batches += 1
+        ctx.records += max(int.from_bytes(buf[pos + 57 : pos + 61], "big", signed=True), 0)
+        pos += 12 + size
 
 
 def _partial(buf: bytes, pos: int, end: int, size: int | None, ctx: Ctx, real: bool, partial_ok: bool) -> Field:

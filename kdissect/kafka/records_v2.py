@@ -111,8 +111,9 @@ def _records(buf: bytes, start: int, end: int, hdr: dict[str, int], ctx: Ctx, re
         ctx.error("count", f"records_count {count} does not fit in {rend - rstart} bytes", where)
         count = max(0, min(count, (rend - rstart) // MIN_RECORD))
     elements: list[Field] = []
-    for _ in range(count):
+    for i in range(count):
         if ctx.over_limit(where):
+            ctx.records += count - i  # counted from the header, not shown
             break
         try:
             elements.append(_record(r, hdr, ctx, rreal))

@@ -1,7 +1,8 @@
 """SASL exchanges carried by Kafka: SaslAuthenticate's auth_bytes and the raw tokens of the v0
 handshake. PLAIN (RFC 4616), SCRAM-SHA-256/512 (RFC 5802 messages) and OAUTHBEARER (RFC 7628)
-are decoded; passwords, proofs and tokens are redacted unless opts.show_secrets. Anything else
-(GSSAPI, an unknown mechanism, bytes that do not parse) is kept as one raw field."""
+are decoded; passwords, proofs and tokens are redacted unless opts.show_secrets (a SECRET field
+whose offset and length are the hidden bytes, which hex dumps mask). Anything else (GSSAPI, an
+unknown mechanism, bytes that do not parse) is kept as one raw field."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 from collections.abc import Callable
 
 from kdissect.dissect.base import Options
-from kdissect.model import ARRAY, RAW, STRUCT, Field
+from kdissect.model import ARRAY, RAW, SECRET, STRUCT, Field
 
 REDACTED = "<redacted>"
 # SCRAM attribute letters (RFC 5802 section 5.1) -> field names; secrets are redacted.
@@ -57,8 +58,11 @@ def guess_mechanism(data: bytes, is_request: bool) -> str | None:
     return None
 
 
-def _secret(value: str, opts: Options) -> str:
-    return value if opts.show_secrets else REDACTED
+def _secret(name: str, value: str, at: int, size: int, opts: Options) -> Field:
+    """A secret's field: its value with show_secrets, else REDACTED marked SECRET over its bytes."""
+    if opts.show_secrets:
+        return Field(name, value, at, size)
+    return Field(name, REDACTED, at, size, hint=SECRET)
 
 
 # -- PLAIN -----------------------------------------------------------------------------
@@ -75,7 +79,7 @@ def _plain(data: bytes, offset: int, is_request: bool, opts: Options) -> list[Fi
         Field("step", "plain", offset, len(data)),
         Field("authzid", authzid.decode("utf-8", "replace"), offset, len(authzid)),
         Field("username", user.decode("utf-8", "replace"), p1, len(user)),
-        Field("password", _secret(password.decode("utf-8", "replace"), opts), p2, len(password)),
+        _secret("password", password.decode("utf-8", "replace"), p2, len(password), opts),
     ]
 
 
@@ -138,7 +142,7 @@ def _scram_attr(part: str, at: int, opts: Options) -> Field:
         return Field("extension", part, at, size)
     name = SCRAM_ATTRS.get(key, f"ext_{key}")
     if key in SCRAM_SECRETS:
-        return Field(name, _secret(value, opts), at + 2, size - 2)
+        return _secret(name, value, at + 2, size - 2, opts)
     if key == "i" and value.isdigit():
         return Field(name, int(value), at + 2, size - 2)
     if key == "n":
@@ -150,39 +154,44 @@ def _scram_attr(part: str, at: int, opts: Options) -> Field:
 
 
 def _oauthbearer(data: bytes, offset: int, is_request: bool, opts: Options) -> list[Field] | None:
-    text = data.decode("utf-8", "replace")
     if not is_request:
-        return _oauth_server(text, offset)
-    if text == "\x01":
+        return _oauth_server(data.decode("utf-8", "replace"), offset)
+    if data == b"\x01":
         return [Field("step", "client_error_ack", offset, 1)]
-    header, sep, kvs = text.partition("\x01")
+    # Split on bytes so that offsets stay exact even where the text is not valid UTF-8.
+    header, sep, kvs = data.partition(b"\x01")
     if not sep:
         return None
     fields = [Field("step", "client_initial", offset, len(data))]
-    fields += _gs2_header(header, offset)
-    pos = offset + len(header.encode()) + 1
+    fields += _gs2_header(header.decode("utf-8", "replace"), offset)
+    pos = offset + len(header) + 1
     extensions: list[Field] = []
-    for kv in kvs.split("\x01"):
+    for kv in kvs.split(b"\x01"):
         if kv:
             f = _oauth_kv(kv, pos, opts)
             (extensions if f.name == "extension" else fields).append(f)
-        pos += len(kv.encode()) + 1
+        pos += len(kv) + 1
     return fields + _extensions(extensions)
 
 
-def _oauth_kv(kv: str, at: int, opts: Options) -> Field:
-    key, _, value = kv.partition("=")
-    size = len(kv.encode())
-    vat = at + len(key.encode()) + 1
-    if key == "auth":
-        scheme, _, token = value.partition(" ")
-        return Field("auth", None, at, size, [
-            Field("scheme", scheme, vat, len(scheme.encode())),
-            Field("token", _secret(token, opts), vat + len(scheme.encode()) + 1, len(token.encode())),
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "replace")
+
+
+def _oauth_kv(kv: bytes, at: int, opts: Options) -> Field:
+    key, _, value = kv.partition(b"=")
+    vat = at + len(key) + 1
+    if key == b"auth":
+        scheme, sp, token = value.partition(b" ")
+        if not sp:  # no "Bearer ": the whole value is the token
+            scheme, token = b"", value
+        return Field("auth", None, at, len(kv), [
+            Field("scheme", _text(scheme), vat, len(scheme)),
+            _secret("token", _text(token), vat + len(scheme) + len(sp), len(token), opts),
         ], STRUCT)
-    return Field("extension", None, at, size, [
-        Field("key", key, at, len(key.encode())),
-        Field("value", value, vat, len(value.encode())),
+    return Field("extension", None, at, len(kv), [
+        Field("key", _text(key), at, len(key)),
+        Field("value", _text(value), vat, len(value)),
     ], STRUCT)
 
 

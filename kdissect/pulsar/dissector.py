@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdissect.dissect.base import ConversationState, Options
-from kdissect.errors import BadLength, DecodeError
+from kdissect.dissect.base import MALFORMED_MARK, Budget, ConversationState, Options
+from kdissect.dissect.partial import take_partial
+from kdissect.errors import BadLength, DecodeError, Truncated
 from kdissect.framing.length_prefixed import Framer, LengthPrefixedFramer
 from kdissect.model import RAW, Diagnostic, Field, Group, Message, Severity
 from kdissect.pulsar import match
@@ -75,11 +76,12 @@ class PulsarDissector:
         return ConversationState()
 
     def dissect(self, msg: Message, state: ConversationState, opts: Options) -> None:
-        ctx = WalkContext(redact=frozenset() if opts.show_secrets else SECRETS)
+        ctx = WalkContext(redact=frozenset() if opts.show_secrets else SECRETS, budget=Budget(opts))
         try:
             _dissect(msg, state, opts, ctx)
         finally:
             msg.diagnostics.extend(ctx.diags)
+            msg.inflated = ctx.budget.inflated
 
 
 def _dissect(msg: Message, state: ConversationState, opts: Options, ctx: WalkContext) -> None:
@@ -91,52 +93,73 @@ def _dissect(msg: Message, state: ConversationState, opts: Options, ctx: WalkCon
     msg.fields.append(Field("command_size", csize, 4, 4))
     if csize > total - 4:
         raise BadLength(f"commandSize {csize} exceeds totalSize {total} - 4", 4)
-    cmd = r.sub(csize)
-    base = walk(data, cmd.pos, cmd.end, "BaseCommand", ctx, 0)
+    if total + 4 > len(data):
+        ctx.cut = len(data)  # a frame cut short: what was captured still decodes, up to the cut
+    broke: DecodeError | None = None
+    start, end = r.pos, min(r.pos + csize, r.end)
+    try:
+        base = walk(data, start, end, "BaseCommand", ctx, 0)
+    except DecodeError as e:
+        base, broke = take_partial(e), e
+    if broke is None and end < start + csize:
+        broke = Truncated(f"BaseCommand: {csize} bytes, {end - start} captured", end)
+    r.pos = end
     msg.fields.extend(base)
     type_field = next((f for f in base if f.name == "type"), None)
+    if broke is not None and type_field is None:
+        raise broke
     code = type_field.value if type_field is not None and isinstance(type_field.value, int) else -1
     type_name = TYPE_NAMES.get(code, f"UNKNOWN({code})")
-    body = _body(base, code, type_name, ctx, cmd.pos)
+    body = _body(base, code, type_name, ctx, start, broke is None)
     msg.info.update(op=type_name, op_code=code)
-    facts = _rest(msg, r, type_name, ctx, opts)
+    facts, broken = _rest(msg, r, type_name, ctx, opts) if broke is None else (None, False)
     match.apply(msg, state, type_name, body)
     _facts(msg, state, type_name, body)
     msg.summary = summarize(type_name, body, msg, facts)
+    if broke is not None:
+        raise broke
+    if broken or (facts is not None and facts.broken):
+        msg.summary += " " + MALFORMED_MARK
 
 
-def _body(base: list[Field], code: int, type_name: str, ctx: WalkContext, at: int) -> Field | None:
+def _body(base: list[Field], code: int, type_name: str, ctx: WalkContext, at: int, whole: bool) -> Field | None:
+    """The command's body field. whole: the command was not cut short (else a missing body may
+    simply lie past the cut)."""
     if code not in TYPE_NAMES:
         ctx.note(Group.UNDECODED, "unknown_command", f"command type {code} unknown to protocol version 21", at,
                  Severity.WARNING)
         return None
     name, _ = BODY[code]
     body = next((f for f in base if f.name == name), None)
-    if body is None and type_name not in ("PING", "PONG"):
+    if body is None and whole and type_name not in ("PING", "PONG"):
         ctx.note(Group.MALFORMED, "missing_body", f"{type_name} without its {name} field", at, Severity.WARNING)
     return body
 
 
-def _rest(msg: Message, r: WireReader, type_name: str, ctx: WalkContext, opts: Options) -> PayloadFacts | None:
-    """The payload section of SEND/MESSAGE; anything after another command is kept raw."""
+def _rest(msg: Message, r: WireReader, type_name: str, ctx: WalkContext,
+          opts: Options) -> tuple[PayloadFacts | None, bool]:
+    """The payload section of SEND/MESSAGE (and whether it broke part-way); anything after
+    another command is kept raw."""
     if r.at_end():
-        return None
+        return None, False
     at = r.pos
     if type_name not in PAYLOAD_TYPES:
         ctx.note(Group.UNDECODED, "trailing", f"{r.remaining} bytes after a {type_name} command", at,
                  Severity.WARNING)
         n = r.remaining
         msg.fields.append(Field("trailing", r.rest(), at, n, hint=RAW))
-        return None
+        return None, False
     try:
         fields, facts = decode_payload(msg.data, at, ctx, opts)
     except DecodeError as e:
         where = e.offset if e.offset >= 0 else at
         ctx.diags.append(Diagnostic(Severity.ERROR, Group.MALFORMED, "pulsar.payload", f"payload: {e}", where))
-        msg.fields.append(Field("undecoded", msg.data[where:], where, len(msg.data) - where, hint=RAW))
-        return None
+        msg.fields += take_partial(e)  # the payload section up to the break
+        if where < len(msg.data):
+            msg.fields.append(Field("undecoded", msg.data[where:], where, len(msg.data) - where, hint=RAW))
+        return None, True
     msg.fields.extend(fields)
-    return facts
+    return facts, False
 
 
 def _remember(state: ConversationState, table: str, key: Any, topic: Any) -> None:

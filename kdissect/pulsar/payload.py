@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 import crc32c
 
 from kdissect.dissect.base import Options
-from kdissect.errors import DecodeError
+from kdissect.dissect.partial import inline_partial, keep_partial
+from kdissect.errors import DecodeError, Truncated
 from kdissect.model import BYTES, ENUM, RAW, STRUCT, Diagnostic, Field, Group, Severity, array, struct
 from kdissect.pulsar.compression import CodecError, decompress
-from kdissect.pulsar.protowire import WalkContext, decode, walk
+from kdissect.pulsar.protowire import WalkContext, walk
 from kdissect.wire.reader import WireReader
 
 MAGIC_CRC32C = 0x0E01
@@ -37,6 +38,7 @@ class PayloadFacts:
     null_value: bool = False
     checksum_ok: bool | None = None
     metadata: Field | None = None
+    broken: bool = False  # the batch breaks part-way (cut short, an entry that overruns)
 
 
 def decode_payload(data: bytes, pos: int, ctx: WalkContext, opts: Options) -> tuple[list[Field], PayloadFacts]:
@@ -44,39 +46,64 @@ def decode_payload(data: bytes, pos: int, ctx: WalkContext, opts: Options) -> tu
     out: list[Field] = []
     facts = PayloadFacts()
     r = WireReader(data, pos)
-    if r.remaining >= 2 and r.peek(2) == MAGIC_BROKER_ENTRY.to_bytes(2, "big"):
-        out.append(_broker_entry(r, ctx))
-    if r.remaining >= 2 and r.peek(2) == MAGIC_CRC32C.to_bytes(2, "big"):
-        out.extend(_checksum(r, data, ctx, facts))
-    else:
-        ctx.note(Group.PROTOCOL, "no_checksum", "payload without magic 0x0e01 and checksum (protocol < 6)", r.pos)
-    meta_at = r.pos
-    size = r.uint32()
-    out.append(Field("metadata_size", size, meta_at, 4))
-    meta_r = r.sub(size)
-    meta = decode(data, meta_r.pos, meta_r.end, "MessageMetadata", ctx, "metadata")
+    try:
+        if r.remaining >= 2 and r.peek(2) == MAGIC_BROKER_ENTRY.to_bytes(2, "big"):
+            out.append(_broker_entry(r, ctx))
+        if r.remaining >= 2 and r.peek(2) == MAGIC_CRC32C.to_bytes(2, "big"):
+            out.append(Field("magic", MAGIC_CRC32C, r.pos, 2, display="0x0e01"))
+            r.skip(2)
+            out.extend(_checksum(r, data, ctx, facts))
+        else:
+            ctx.note(Group.PROTOCOL, "no_checksum", "payload without magic 0x0e01 and checksum (protocol < 6)", r.pos)
+        meta_at = r.pos
+        size = r.uint32()
+        out.append(Field("metadata_size", size, meta_at, 4))
+        meta_at = r.pos
+        try:
+            children = _walk_sized(r, size, "MessageMetadata", ctx)
+        except DecodeError as e:
+            raise inline_partial(e, [], "metadata", meta_at) from None
+    except DecodeError as e:
+        raise keep_partial(e, "payload", pos, out, STRUCT) from None
+    meta = Field("metadata", None, meta_at, r.pos - meta_at, children, STRUCT)
     out.append(meta)
     facts.metadata = meta
     out.extend(_payload(data, r.pos, len(data), meta, ctx, opts, facts))
     return out, facts
 
 
+def _walk_sized(r: WireReader, size: int, message: str, ctx: WalkContext) -> list[Field]:
+    """The fields of `message` in the next `size` bytes (r moves past them). When the frame is
+    cut short inside them, the fields up to the cut travel on a Truncated as its partial."""
+    if size > r.remaining and r.end == ctx.cut:
+        start = r.pos
+        children = walk(r.buf, start, r.end, message, ctx, 0)
+        e = Truncated(f"{message}: {size} bytes, {r.end - start} captured", r.end)
+        e.partial = Field(message, None, start, r.end - start, children, STRUCT)
+        raise e
+    sub = r.sub(size)
+    return walk(r.buf, sub.pos, sub.end, message, ctx, 0)
+
+
 def _broker_entry(r: WireReader, ctx: WalkContext) -> Field:
     at = r.pos
     r.skip(2)
-    size = r.uint32()
-    sub = r.sub(size)
-    children = [Field("magic", MAGIC_BROKER_ENTRY, at, 2, display="0x0e02"), Field("size", size, at + 2, 4)]
-    children += walk(r.buf, sub.pos, sub.end, "BrokerEntryMetadata", ctx, 0)
+    children = [Field("magic", MAGIC_BROKER_ENTRY, at, 2, display="0x0e02")]
+    try:
+        size = r.uint32()
+        children.append(Field("size", size, at + 2, 4))
+        children += _walk_sized(r, size, "BrokerEntryMetadata", ctx)
+    except DecodeError as e:
+        raise inline_partial(e, children, "broker_entry_metadata", at) from None
     return struct("broker_entry_metadata", children, at, r.pos - at)
 
 
 def _checksum(r: WireReader, data: bytes, ctx: WalkContext, facts: PayloadFacts) -> list[Field]:
-    at = r.pos
-    r.skip(2)
+    """The checksum after the magic 0x0e01, and whether it is right."""
+    at = r.pos - 2
     value = r.uint32()
     total = int.from_bytes(data[0:4], "big") + 4 if len(data) >= 4 else -1
-    fields = [Field("magic", MAGIC_CRC32C, at, 2, display="0x0e01"), Field("checksum", value, at + 2, 4)]
+    fields = [Field("checksum", value, at + 2, 4)]
     if total != len(data):
         fields.append(Field("checksum_status", "unverified (incomplete frame)", at + 2, 4))
         return fields
@@ -129,8 +156,12 @@ def _payload(data: bytes, start: int, end: int, meta: Field, ctx: WalkContext, o
     if not isinstance(batch, int):
         return [payload]
     if facts.compression == "NONE":
-        return [_batch(data, start, end, batch, start, end - start, False, ctx)]
-    return [_batch(body, 0, len(body), batch, start, end - start, True, ctx)]
+        f = _batch(data, start, end, batch, start, end - start, False, ctx)
+    else:
+        f = _batch(body, 0, len(body), batch, start, end - start, True, ctx)
+    kids = f.children or []
+    facts.broken = bool(kids) and kids[-1].name == "undecoded"
+    return [f]
 
 
 def _int(v: object) -> int:
@@ -138,52 +169,78 @@ def _int(v: object) -> int:
 
 
 def _decompressed(raw: bytes, start: int, meta: Field, codec: str, ctx: WalkContext, opts: Options) -> bytes | None:
+    """The payload decompressed within what is left of the message's budget."""
     if codec == "NONE":
         return raw
     size = _int(meta.get("uncompressed_size"))
-    if size > opts.max_decompressed:
+    cap = min(opts.max_decompressed, ctx.budget.inflate_left)
+    if size > cap:
         ctx.note(Group.UNDECODED, "decompress_cap",
-                 f"{codec.lower()}: uncompressed size {size} exceeds the cap of {opts.max_decompressed} bytes",
+                 f"{codec.lower()}: uncompressed size {size} exceeds the cap of {cap} bytes",
                  start, Severity.WARNING)
         return None
     try:
-        return decompress(codec, raw, size, opts.max_decompressed)
+        body = decompress(codec, raw, size, cap)
     except CodecError as e:
         ctx.note(Group.MALFORMED, "decompress", str(e), start, Severity.ERROR)
         return None
+    ctx.budget.spend(len(body), True)
+    return body
 
 
 def _batch(buf: bytes, pos: int, end: int, count: int, at: int, length: int, rebase: bool,
            ctx: WalkContext) -> Field:
-    """Split a batch in buf[pos:end]. Fields of a decompressed batch point at the payload."""
+    """Split a batch in buf[pos:end]. Fields of a decompressed batch point at the payload. A
+    batch the frame's cut falls in keeps the entries before the cut and the one it cuts short."""
     r = WireReader(buf, pos, end)
     entries: list[Field] = []
     diags_before = len(ctx.diags)
+    b = ctx.budget
+    cut, ctx.cut = ctx.cut, (ctx.cut if not rebase else -1)  # the cut is in the frame, not in buf
+    broke = False
     try:
-        r.count(count, 4)
+        if end != ctx.cut:
+            r.count(count, 4)
         for i in range(count):
+            if b.entries_left <= 0 or b.elements_left <= 0:
+                ctx.note(Group.COMMENT, "batch_limit", f"{count} messages in the batch, more than a message may "
+                         f"show ({b.entries_limit} entries, {b.elements_limit} fields): the first {i} are shown",
+                         r.pos)
+                break
+            b.entries_left -= 1
             entries.append(_batch_entry(r, i, ctx))
     except DecodeError as e:
+        broke = True
         ctx.note(Group.MALFORMED, "batch", f"batch entry {len(entries)} of {count}: {e}", e.offset, Severity.ERROR)
-        entries.append(Field("undecoded", buf[r.pos:end], r.pos, end - r.pos, hint=RAW))
-    if not r.at_end() and len(entries) == count:
+        if isinstance(e.partial, Field):
+            entries.append(e.partial)  # the entry it cut short, as far as it goes
+        at_break = e.offset if pos <= e.offset <= end else r.pos
+        entries.append(Field("undecoded", buf[at_break:end], at_break, end - at_break, hint=RAW))
+    finally:
+        ctx.cut = cut
+    if not broke and not r.at_end() and len(entries) == count:
         ctx.note(Group.MALFORMED, "batch_trailing", f"{r.remaining} bytes after the last batch entry", r.pos,
                  Severity.WARNING)
     if rebase:
         _rebase(entries, at, length)
         ctx.diags[diags_before:] = [_moved(d, at) for d in ctx.diags[diags_before:]]
-    return array("messages", entries, at, length)
+    f = array("messages", entries, at, length)
+    if len(entries) < count and (not entries or entries[-1].name != "undecoded"):
+        f.label = f"messages (first {len(entries)} of {count})"
+    return f
 
 
 def _batch_entry(r: WireReader, index: int, ctx: WalkContext) -> Field:
     at = r.pos
     size = r.uint32()
-    sub = r.sub(size)
     children = [Field("index", index, -1, 0), Field("metadata_size", size, at, 4)]
-    children += walk(r.buf, sub.pos, sub.end, "SingleMessageMetadata", ctx, 0)
-    psize = _int(next((c.value for c in children if c.name == "payload_size"), 0))
-    p_at = r.pos
-    value = r.raw(psize)
+    try:
+        children += _walk_sized(r, size, "SingleMessageMetadata", ctx)
+        psize = _int(next((c.value for c in children if c.name == "payload_size"), 0))
+        p_at = r.pos
+        value = r.raw(psize)
+    except DecodeError as e:
+        raise inline_partial(e, children, "message", at) from None
     null = any(c.name == "null_value" and c.value for c in children)
     children.append(Field("payload", None if null else value, p_at, psize, hint=BYTES))
     return Field("message", None, at, r.pos - at, children, STRUCT)

@@ -14,10 +14,24 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
+from kdissect.dissect.base import Budget
+from kdissect.dissect.partial import keep_partial
 from kdissect.errors import BadValue, DecodeError, Truncated
-from kdissect.model import ARRAY, BYTES, ENUM, RAW, STRUCT, TIME_MS, Diagnostic, Field, Group, Severity
+from kdissect.model import (
+    ARRAY,
+    BYTES,
+    ENUM,
+    RAW,
+    SECRET,
+    STRUCT,
+    TIME_MS,
+    Diagnostic,
+    Field,
+    Group,
+    Severity,
+)
 from kdissect.pulsar.schema_table import ENUMS, MESSAGES
 from kdissect.wire.varint import uvarint_at, zigzag
 
@@ -65,9 +79,26 @@ class WalkContext:
     redact: frozenset[tuple[str, str]] = frozenset()  # (message, field) pairs to hide
     diags: list[Diagnostic] = field(default_factory=list)
     prefix: str = "pulsar"
+    # The message's allowance: every field decoded is one element; decompressed bytes, entries.
+    budget: Budget = field(default_factory=Budget)
+    # Where the captured bytes of a frame cut short end (else -1): a length-delimited value that
+    # runs past it is truncated rather than malformed, and a sub-message it cuts is decoded up
+    # to the cut; the error carries the fields read (DecodeError.partial).
+    cut: int = -1
 
     def note(self, group: Group, key: str, text: str, offset: int, sev: Severity = Severity.NOTE) -> None:
         self.diags.append(Diagnostic(sev, group, f"{self.prefix}.{key}", text, offset))
+
+    def out_of_fields(self, offset: int) -> bool:
+        """Whether the message may decode no more fields (noted once); else one is counted."""
+        b = self.budget
+        if b.elements_left > 0:
+            b.elements_left -= 1
+            return False
+        if b.first("pulsar.field_limit"):
+            self.note(Group.UNDECODED, "field_limit", f"more than {b.elements_limit} fields in the message: "
+                      "the rest are not decoded", offset, Severity.WARNING)
+        return True
 
 
 class Plan(NamedTuple):
@@ -97,17 +128,24 @@ def required(message: str) -> tuple[str, ...]:
     return tuple(p.name for p in plan(message).values() if p.required)
 
 
-def _length(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+def _length(buf: bytes, pos: int, end: int, ctx: WalkContext) -> tuple[int, int]:
     """(end of the length-delimited value, its start) for the length prefix at pos."""
     n, pos = uvarint_at(buf, pos, end)
     if n > end - pos:
+        if end == ctx.cut:
+            raise Truncated(f"length {n}, {end - pos} bytes captured", pos)
         raise BadValue(f"length {n} exceeds the {end - pos} bytes that remain", pos)
     return pos + n, pos
 
 
 def decode(buf: bytes, start: int, end: int, message: str, ctx: WalkContext, name: str = "") -> Field:
     """Decode buf[start:end] as `message`; a STRUCT Field named `name` (offsets into buf)."""
-    children = walk(buf, start, end, message, ctx, 0)
+    try:
+        children = walk(buf, start, end, message, ctx, 0)
+    except DecodeError as e:
+        if isinstance(e.partial, Field):
+            e.partial.name = name or message
+        raise
     return Field(name or message, None, start, end - start, children, STRUCT)
 
 
@@ -118,35 +156,61 @@ def walk(buf: bytes, start: int, end: int, message: str, ctx: WalkContext, depth
     out: list[Field] = []
     arrays: dict[int, Field] = {}
     pos = start
-    while pos < end:
-        tag_at = pos
-        key = buf[pos]
-        if key < 0x80:
-            pos += 1
-        else:
-            key, pos = uvarint_at(buf, pos, end)
-        number, wire = key >> 3, key & 7
-        if number == 0:
-            raise BadValue(f"{message}: field number 0", tag_at)
-        p = fields.get(number)
-        if p is None or (wire != p.wire and not (p.packable and wire == LEN)):
-            f, pos = _unknown(buf, pos, end, number, wire, tag_at, message, ctx, p is not None)
-            out.append(f)
-            continue
-        if wire == LEN and p.kind != "message" and p.packable:
-            values, pos = _packed(buf, pos, end, p, message, ctx)
-        else:
-            f, pos = _value(buf, pos, end, p, wire, message, ctx, depth)
-            f.offset, f.length = tag_at, pos - tag_at
-            values = [f]
-        if p.repeated:
-            _append(out, arrays, number, p.name, values, tag_at, pos)
-        else:
-            out.extend(values)
-    needed = required(message)
+    tag_at, number, p = start, 0, None
+    try:
+        while pos < end:
+            tag_at, p = pos, None
+            if ctx.out_of_fields(pos):
+                return out  # the rest of this message, and of the ones around it, stays undecoded
+            key = buf[pos]
+            if key < 0x80:
+                pos += 1
+            else:
+                key, pos = uvarint_at(buf, pos, end)
+            number, wire = key >> 3, key & 7
+            if number == 0:
+                raise BadValue(f"{message}: field number 0", tag_at)
+            p = fields.get(number)
+            if p is None or (wire != p.wire and not (p.packable and wire == LEN)):
+                p = None
+                f, pos = _unknown(buf, pos, end, number, wire, tag_at, message, ctx, number in fields)
+                out.append(f)
+                continue
+            if wire == LEN and p.kind != "message" and p.packable:
+                values, pos = _packed(buf, pos, end, p, message, ctx)
+            else:
+                f, pos = _value(buf, pos, end, p, wire, message, ctx, depth)
+                if f.hint != SECRET:  # a secret spans the bytes it hides, set by _value
+                    f.offset, f.length = tag_at, pos - tag_at
+                values = [f]
+            if p.repeated:
+                _append(out, arrays, number, p.name, values, tag_at, pos)
+            else:
+                out.extend(values)
+    except DecodeError as e:
+        raise _broken(e, message, start, out, arrays, number, p, tag_at) from None
+    needed = required(message) if end != ctx.cut else ()  # a message cut short lacks its tail
     if needed:
         _check_required(needed, out, message, start, ctx)
     return out
+
+
+def _broken(e: DecodeError, message: str, start: int, out: list[Field], arrays: dict[int, Field], number: int,
+            p: Plan | None, tag_at: int) -> DecodeError:
+    """The fields of `message` read before the break, with the sub-message it cut short (the
+    partial `e` carries) in its place, as `e`'s partial. A field that breaks with nothing kept
+    breaks where its tag starts, so the undecoded rest holds all of it."""
+    child = e.partial
+    e.partial = None
+    if not isinstance(child, Field) and e.offset > tag_at:
+        e.offset = tag_at
+    if isinstance(child, Field) and p is not None:
+        child.name, child.offset, child.length = p.name, tag_at, max(e.offset - tag_at, 0)
+        if p.repeated:
+            _append(out, arrays, number, p.name, [child], tag_at, tag_at + child.length)
+        else:
+            out.append(child)
+    return keep_partial(e, message, start, out, STRUCT)
 
 
 def _value(buf: bytes, pos: int, end: int, p: Plan, wire: int, message: str, ctx: WalkContext,
@@ -159,12 +223,16 @@ def _value(buf: bytes, pos: int, end: int, p: Plan, wire: int, message: str, ctx
         if pos + st.size > end:
             raise Truncated(f"{p.type} past the end", pos)
         return Field(p.name, st.unpack_from(buf, pos)[0]), pos + st.size
-    stop, pos = _length(buf, pos, end)
+    if p.kind == "message" and end == ctx.cut:
+        n, at = uvarint_at(buf, pos, end)
+        if n > end - at:
+            _cut_submessage(buf, at, end, p, n, ctx, depth)
+    stop, pos = _length(buf, pos, end, ctx)
     if p.kind == "message":
         return _submessage(buf, pos, stop, p.type, p.name, ctx, depth), stop
     raw = bytes(buf[pos:stop])
     if (message, p.name) in ctx.redact:
-        return Field(p.name, f"<redacted: {len(raw)} bytes>", display="redacted"), stop
+        return Field(p.name, f"<redacted: {len(raw)} bytes>", pos, stop - pos, hint=SECRET), stop
     if p.type == "string":
         return Field(p.name, raw.decode("utf-8", "replace")), stop
     return Field(p.name, raw, hint=BYTES), stop
@@ -182,14 +250,25 @@ def _from_varint(p: Plan, v: int) -> Field:
 
 
 def _packed(buf: bytes, pos: int, end: int, p: Plan, message: str, ctx: WalkContext) -> tuple[list[Field], int]:
-    stop, pos = _length(buf, pos, end)
+    stop, pos = _length(buf, pos, end, ctx)
     out: list[Field] = []
     while pos < stop:
         at = pos
+        if ctx.out_of_fields(pos):
+            break
         f, pos = _value(buf, pos, stop, p, p.wire, message, ctx, 0)
         f.offset, f.length = at, pos - at
         out.append(f)
     return out, stop
+
+
+def _cut_submessage(buf: bytes, start: int, end: int, p: Plan, size: int, ctx: WalkContext, depth: int) -> NoReturn:
+    """A sub-message the frame's cut falls in: its fields up to the cut, carried by the error
+    (the walk of the enclosing message names and places it)."""
+    children = walk(buf, start, end, p.type, ctx, depth + 1)
+    e = Truncated(f"{p.type} {p.name}: {size} bytes, {end - start} captured", end)
+    e.partial = Field(p.name, None, start, end - start, children, STRUCT)
+    raise e
 
 
 def _submessage(buf: bytes, start: int, end: int, typ: str, name: str, ctx: WalkContext, depth: int) -> Field:
@@ -226,7 +305,7 @@ def _unknown(buf: bytes, pos: int, end: int, number: int, wire: int, at: int, me
             raise Truncated(f"field {number} past the end", pos)
         value, pos = bytes(buf[pos : pos + size]), pos + size
     elif wire == LEN:
-        stop, pos = _length(buf, pos, end)
+        stop, pos = _length(buf, pos, end, ctx)
         value, pos = bytes(buf[pos:stop]), stop
     else:
         raise BadValue(f"{message}: field {number} has unsupported wire type {wire}", at)

@@ -20,6 +20,7 @@ from kdissect.model import (
     Message,
     Severity,
     format_ms,
+    secret_ranges,
 )
 from kdissect.render.jsonout import printable
 
@@ -101,12 +102,25 @@ def tree_lines(fields: list[Field], max_bytes: int, indent: int = 1) -> list[str
     return out
 
 
-def hexdump(data: bytes, width: int = 16) -> list[str]:
+def hexdump(data: bytes, width: int = 16, hidden: list[tuple[int, int]] | None = None) -> list[str]:
+    """Offset, hex and ASCII columns; the bytes of the `hidden` (offset, length) ranges (a
+    message's secret_ranges) show as `**` and `*`."""
+    mask = bytearray(len(data)) if hidden else None
+    if mask is not None:
+        for start, size in hidden or ():
+            lo, hi = max(start, 0), min(start + size, len(data))
+            if lo < hi:
+                mask[lo:hi] = b"\x01" * (hi - lo)
     lines = []
     for off in range(0, len(data), width):
         chunk = data[off : off + width]
-        hx = " ".join(f"{b:02x}" for b in chunk)
-        asc = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        if mask is not None and any(mask[off : off + width]):
+            cmask = mask[off : off + width]
+            hx = " ".join("**" if h else f"{b:02x}" for b, h in zip(chunk, cmask, strict=True))
+            asc = "".join("*" if h else chr(b) if 32 <= b < 127 else "." for b, h in zip(chunk, cmask, strict=True))
+        else:
+            hx = " ".join(f"{b:02x}" for b in chunk)
+            asc = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
         lines.append(f"    {off:04x}  {hx:<{width * 3}} {asc}")
     return lines
 
@@ -129,7 +143,7 @@ class TextRenderer:
         if self.t0 is None:
             self.t0 = m.ts
         details = self._details(m) if self.verbose else []
-        dump = hexdump(m.data) if self.hex else []
+        dump = hexdump(m.data, hidden=secret_ranges(m)) if self.hex else []
         if self.plain:
             parts = [summary_plain(m, self.t0), *details, *dump]
             if details or dump:

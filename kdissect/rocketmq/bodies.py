@@ -7,12 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kdissect.dissect.base import Options
+from kdissect.dissect.base import Budget, Options
 from kdissect.errors import DecodeError
-from kdissect.model import BYTES, Diagnostic, Field, Group, error, note
+from kdissect.model import BYTES, RAW, Diagnostic, Field, Group, error, note
 from kdissect.rocketmq.jfields import to_field
 from kdissect.rocketmq.ljson import JNode, looks_like_json, parse
-from kdissect.rocketmq.message import decode_batch, decode_messages, decompress_body
+from kdissect.rocketmq.message import decode_all, decode_batch_entry, decode_messages, decompress_body
 from kdissect.rocketmq.tables import (
     BATCH_SEND_CODES,
     MAGIC_NAMES,
@@ -31,6 +31,7 @@ class Body:
     messages: list[dict[str, Any]] | None = None
     json: JNode | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    broken: bool = False  # a message in it breaks part-way (cut short, a size that overruns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,7 @@ class BodyContext:
     ext: dict[str, Any]  # typed ext-field values of this message's header
     opts: Options
     matched: bool  # for a response: whether its request is known
+    budget: Budget = field(default_factory=Budget)  # the frame's: decompressed bytes, messages
 
 
 def _raw(ctx: BodyContext, out: Body) -> Body:
@@ -54,8 +56,17 @@ def _json(ctx: BodyContext, out: Body) -> Body:
     try:
         node, trailing = parse(data, ctx.start)
     except DecodeError as e:
-        out.diagnostics.append(error("rocketmq.body_json", f"body is not JSON: {e}", e.offset))
-        return _raw(ctx, out)
+        part = e.partial
+        if not isinstance(part, JNode) or not part.value:
+            out.diagnostics.append(error("rocketmq.body_json", f"body is not JSON: {e}", e.offset))
+            return _raw(ctx, out)
+        # It breaks part-way (cut short, most often): the members read before the break stay.
+        out.diagnostics.append(error("rocketmq.body_json", f"JSON body breaks part-way: {e}", part.end))
+        out.json, out.broken = part, True
+        out.fields.append(to_field("body", part))
+        if part.end < len(ctx.buf):
+            out.fields.append(Field("undecoded", ctx.buf[part.end :], part.end, len(ctx.buf) - part.end, hint=RAW))
+        return out
     if trailing:
         out.diagnostics.append(note("rocketmq.body_trailing", f"{trailing} bytes after the JSON body", len(ctx.buf) - trailing))
     out.json = node
@@ -73,7 +84,7 @@ def _send(ctx: BodyContext, out: Body) -> Body:
     data = ctx.buf[ctx.start :]
     sysflag = ctx.ext.get("sysFlag")
     flag = sysflag if isinstance(sysflag, int) else 0
-    payload = decompress_body(data, flag, ctx.opts, out.diagnostics, ctx.start)
+    payload = decompress_body(data, flag, ctx.opts, out.diagnostics, ctx.start, ctx.budget)
     out.fields.append(Field("body", payload, ctx.start, len(data), hint=BYTES))
     if payload is not data:
         out.fields.append(Field("compressed_size", len(data), ctx.start, len(data)))
@@ -81,14 +92,15 @@ def _send(ctx: BodyContext, out: Body) -> Body:
 
 
 def _batch(ctx: BodyContext, out: Body) -> Body:
-    f = decode_batch(WireReader(ctx.buf, ctx.start), ctx.opts, out.diagnostics)
+    f, facts = decode_all(WireReader(ctx.buf, ctx.start), ctx.opts, out.diagnostics, decode_batch_entry, "messages",
+                          ctx.budget)
     out.fields.append(f)
-    out.messages = [{} for _ in f.children or ()]
+    out.messages = [{} for _ in facts]
     return out
 
 
 def _stored(ctx: BodyContext, out: Body) -> Body:
-    f, facts = decode_messages(WireReader(ctx.buf, ctx.start), ctx.opts, out.diagnostics)
+    f, facts = decode_messages(WireReader(ctx.buf, ctx.start), ctx.opts, out.diagnostics, ctx.budget)
     out.fields.append(f)
     out.messages = facts
     return out
@@ -129,6 +141,10 @@ def decode_body(ctx: BodyContext, is_request: bool) -> Body:
         fn = _unknown_response
     else:
         fn = RESPONSE_BODIES.get(ctx.code) if ctx.code is not None else None
-        if fn is _stored and not _looks_stored(ctx):
+        # A frame cut short before the first message's magic: its request says what it holds.
+        cut_early = len(ctx.buf) - ctx.start < 8 and int.from_bytes(ctx.buf[:4], "big") + 4 > len(ctx.buf)
+        if fn is _stored and not _looks_stored(ctx) and not cut_early:
             fn = None
-    return (fn or _generic)(ctx, out)
+    out = (fn or _generic)(ctx, out)
+    out.broken = out.broken or any(d.key == "rocketmq.message_malformed" for d in out.diagnostics)
+    return out

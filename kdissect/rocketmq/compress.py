@@ -14,6 +14,10 @@ class DecompressError(Exception):
     """The body does not decompress, or decompresses to more than the cap."""
 
 
+class TooLarge(DecompressError):
+    """The body decompresses to more than the cap (which was all spent trying)."""
+
+
 def _zlib(data: bytes, cap: int) -> bytes:
     d = zlib.decompressobj()
     try:
@@ -48,5 +52,5 @@ def decompress(data: bytes, codec: str, cap: int) -> bytes:
         raise DecompressError(f"unknown compression {codec}")
     out = fn(data, cap)
     if len(out) > cap:
-        raise DecompressError(f"{codec} output exceeds the {cap}-byte limit")
+        raise TooLarge(f"{codec} output exceeds the {cap}-byte limit")
     return out

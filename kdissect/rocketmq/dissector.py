@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdissect.dissect.base import ConversationState, Options
-from kdissect.errors import BadLength, BadValue
+from kdissect.dissect.base import MALFORMED_MARK, Budget, ConversationState, Options
+from kdissect.errors import BadLength, BadValue, DecodeError, Truncated
 from kdissect.framing.length_prefixed import Framer, LengthPrefixedFramer
 from kdissect.model import ENUM, FLAGS, Field, Group, Message, note, warning
 from kdissect.rocketmq.bodies import Body, BodyContext, decode_body
@@ -43,6 +43,26 @@ def _read_header(data: bytes, serialize_type: int, hlen: int) -> Header:
     if serialize_type == SERIALIZE_ROCKETMQ:
         return decode_binary(data, 8, 8 + hlen)
     raise BadValue(f"unknown serialize type {serialize_type}", 4)
+
+
+def _header(data: bytes, serialize_type: int, hlen: int) -> tuple[Header, DecodeError | None]:
+    """The header, and the error it breaks with part-way (cut short): then the Header holds
+    what was read before the break."""
+    captured = len(data) - 8
+    try:
+        h = _read_header(data, serialize_type, hlen)
+    except DecodeError as e:
+        found = e.partial
+        e.partial = None
+        if not isinstance(found, Header):
+            raise
+        if hlen > captured and not isinstance(e, Truncated):
+            cut = Truncated(f"header: needs {hlen} bytes, {captured} captured ({e})", e.offset)
+            return found, cut
+        return found, e
+    if hlen > captured:
+        return h, Truncated(f"header: needs {hlen} bytes, {captured} captured", len(data))
+    return h, None
 
 
 def _header_fields(h: Header, is_request: bool) -> list[Field]:
@@ -82,33 +102,36 @@ class RocketMQDissector:
         data = msg.data
         r = WireReader(data)
         total = r.uint32()
-        word = r.uint32()
-        st, hlen = word >> 24, word & 0xFFFFFF
-        msg.fields += [
-            Field("length", total, 0, 4),
-            Field("serialize_type", st, 4, 1, hint=ENUM, display=SERIALIZE_TYPES.get(st, f"UNKNOWN_{st}")),
-            Field("header_length", hlen, 5, 3),
-        ]
+        msg.fields.append(Field("length", total, 0, 4))
+        st = r.uint8()
+        msg.fields.append(Field("serialize_type", st, 4, 1, hint=ENUM, display=SERIALIZE_TYPES.get(st, f"UNKNOWN_{st}")))
+        hlen = int.from_bytes(r.raw(3), "big")
+        msg.fields.append(Field("header_length", hlen, 5, 3))
         if total != len(data) - 4:
             msg.add(warning("rocketmq.length", f"length says {total} bytes, {len(data) - 4} present", 0, Group.MALFORMED))
         if hlen > total - 4:
             raise BadLength(f"header length {hlen} exceeds the frame length {total}", 5)
-        r.need(hlen)
-        h = _read_header(data, st, hlen)
+        h, broke = _header(data, st, hlen)
         for d in h.diagnostics:
             msg.add(d)
-        if h.code is None or h.opaque is None:
+        if broke is None and (h.code is None or h.opaque is None):
             raise BadValue("header without code or opaque", 8)
-        is_request = not h.flag & FLAG_RESPONSE
+        # A header cut short before its flag: the direction tells requests from responses.
+        is_request = not h.flag & FLAG_RESPONSE if broke is None or "flag" in h.fields else msg.to_server
         msg.kind = "request" if is_request else "response"
         msg.fields += _header_fields(h, is_request)
-        req = self._match(msg, state, h, is_request)
+        req = self._match(msg, state, h, is_request) if h.opaque is not None else None
         req_code = h.code if is_request else (req.info.get("op_code") if req is not None else None)
-        ext_field, ext = ext_fields(h, req_code, is_request)
+        ext_field, ext = ext_fields(h, req_code, is_request, opts.show_secrets)
         if ext_field is not None:
             msg.fields.append(ext_field)
-        ctx = BodyContext(data, 8 + hlen, req_code, ext, opts, req is not None)
+        if broke is not None:
+            if h.code is not None:
+                self._describe(msg, h, req, ext, Body())
+            raise broke
+        ctx = BodyContext(data, 8 + hlen, req_code, ext, opts, req is not None, Budget(opts))
         body = decode_body(ctx, is_request)
+        msg.inflated = ctx.budget.inflated
         msg.fields += body.fields
         for d in body.diagnostics:
             msg.add(d)
@@ -154,6 +177,8 @@ class RocketMQDissector:
             _response_diagnostic(msg, code, name, h.remark)
         if body.messages is not None:
             info["messages"] = len(body.messages)
+        if body.broken:
+            msg.summary += " " + MALFORMED_MARK
         msg.info.update(info)
 
 

@@ -2,14 +2,15 @@
 
 SendMessageRequestHeaderV2 keys (a..n) are shown under their full names; integer-valued keys
 become ints, timestamps get a date, sysFlag its flag names (message flags for sends, pull flags
-for pulls) and the properties string its name/value pairs."""
+for pulls) and the properties string its name/value pairs. ACL credentials (the request
+signature, an STS security token) are redacted unless show_secrets."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from kdissect.model import FLAGS, TIME_MS, Field, struct
+from kdissect.model import FLAGS, SECRET, TIME_MS, Field, struct
 from kdissect.rocketmq.codes import SEND_V2_FIELDS
 from kdissect.rocketmq.header import ExtEntry, Header
 from kdissect.rocketmq.jfields import snake
@@ -27,6 +28,8 @@ from kdissect.rocketmq.tables import (
 )
 
 _INT = re.compile(r"-?\d{1,19}")
+# ACL ext-fields that prove or carry a credential (AccessKey, the key's name, stays visible).
+SECRET_EXT_KEYS = frozenset({"Signature", "SecurityToken"})
 
 
 def _as_int(value: Any) -> int | None:
@@ -34,9 +37,8 @@ def _as_int(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and _INT.fullmatch(value.strip()):
-        return int(value)
-    return None
+    text = value.strip() if isinstance(value, str) else ""
+    return int(text) if _INT.fullmatch(text) else None
 
 
 def _sysflag_display(code: int | None, value: int) -> str | None:
@@ -47,8 +49,12 @@ def _sysflag_display(code: int | None, value: int) -> str | None:
     return None
 
 
-def _typed(key: str, e: ExtEntry, name: str, label: str | None, code: int | None) -> tuple[Field, Any]:
+def _typed(key: str, e: ExtEntry, name: str, label: str | None, code: int | None,
+           show_secrets: bool) -> tuple[Field, Any]:
     value = e.value
+    if key in SECRET_EXT_KEYS and not show_secrets and isinstance(value, str) and value:
+        return Field(name, f"<redacted {e.value_length} bytes>", e.value_offset, e.value_length, hint=SECRET,
+                     label=label), value
     if key in PROPERTIES_EXT_KEYS and isinstance(value, str):
         f, props = properties_from_text(value, name, e.offset, e.length, label)
         return f, props
@@ -65,9 +71,11 @@ def _typed(key: str, e: ExtEntry, name: str, label: str | None, code: int | None
     return f, n
 
 
-def ext_fields(h: Header, request_code: int | None, is_request: bool) -> tuple[Field | None, dict[str, Any]]:
+def ext_fields(h: Header, request_code: int | None, is_request: bool,
+               show_secrets: bool = False) -> tuple[Field | None, dict[str, Any]]:
     """The ext_fields struct (None when the header has none) and the typed values by full
-    (camelCase) key; for `properties` the value is the name -> value dict."""
+    (camelCase) key; for `properties` the value is the name -> value dict. Secrets are redacted
+    in the struct unless show_secrets; the values keep them (they feed no output)."""
     if not h.ext and h.ext_offset < 0:
         return None, {}
     v2 = is_request and request_code in SEND_V2_CODES
@@ -77,7 +85,7 @@ def ext_fields(h: Header, request_code: int | None, is_request: bool) -> tuple[F
         key = SEND_V2_FIELDS.get(e.key, e.key) if v2 else e.key
         name = snake(key)
         label = f"{key} ({e.key})" if key != e.key else (None if name == key else key)
-        f, v = _typed(key, e, name, label, request_code if is_request else None)
+        f, v = _typed(key, e, name, label, request_code if is_request else None, show_secrets)
         children.append(f)
         values[key] = v
     return struct("ext_fields", children, h.ext_offset, h.ext_length), values

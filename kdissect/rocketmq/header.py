@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kdissect.errors import BadLength, BadValue
-from kdissect.model import Diagnostic, Field, warning
+from kdissect.dissect.base import MAX_ELEMENTS
+from kdissect.errors import BadLength, BadValue, DecodeError, Truncated
+from kdissect.model import Diagnostic, Field, Group, warning
 from kdissect.rocketmq.jfields import named, to_field
 from kdissect.rocketmq.ljson import JNode, parse
 from kdissect.rocketmq.tables import LANGUAGE_CODES
@@ -16,12 +17,15 @@ from kdissect.wire.reader import WireReader
 
 @dataclass(slots=True)
 class ExtEntry:
-    """One ext-field as read: its wire key, value (str, or a JSON number/bool/null), where."""
+    """One ext-field as read: its wire key, value (str, or a JSON number/bool/null), where (key
+    and value), and where its value alone is (inside the quotes of a JSON string)."""
 
     key: str
     value: Any
     offset: int
     length: int
+    value_offset: int = -1
+    value_length: int = 0
 
 
 @dataclass(slots=True)
@@ -86,27 +90,50 @@ def _json_ext(h: Header, node: JNode, buf: bytes, base: int) -> None:
     if node.kind != "object":
         h.diagnostics.append(warning("rocketmq.header_type", "extFields is not an object", node.start))
         return
-    for key, key_start, v in node.value:
+    for i, (key, key_start, v) in enumerate(node.value):
+        if i == MAX_ELEMENTS:
+            _ext_limit(h, key_start)
+            break
         # A nested value (not written by RocketMQ itself) is kept as its JSON text.
         value = v.value if v.kind not in ("object", "array") else buf[v.start - base : v.end - base].decode("utf-8", "replace")
-        h.ext.append(ExtEntry(key, value, key_start, v.end - key_start))
+        inner = 1 if v.kind == "string" else 0
+        h.ext.append(ExtEntry(key, value, key_start, v.end - key_start, v.start + inner, v.end - v.start - 2 * inner))
+
+
+def _ext_limit(h: Header, at: int) -> None:
+    h.diagnostics.append(warning("rocketmq.ext_limit", f"more than {MAX_ELEMENTS} ext-fields: the rest are "
+                                 "not decoded", at, Group.UNDECODED))
 
 
 def decode_json(buf: bytes, base: int) -> Header:
-    """A JSON header; buf is the header bytes, base their offset in the message."""
+    """A JSON header; buf is the header bytes, base their offset in the message. A header that
+    breaks part-way (cut short) raises with the Header of the members read before the break as
+    the error's `partial`, its offset where they end (the message says where the break is)."""
     h = Header(0)
-    root, trailing = parse(buf, base)
+    try:
+        root, trailing = parse(buf, base)
+    except BadValue as e:
+        root = e.partial
+        e.partial = None
+        if isinstance(root, JNode) and root.kind == "object":
+            _json_members(h, root, buf, base)
+            e.partial, e.offset = h, root.end
+        raise
     if root.kind != "object":
         raise BadValue("JSON header is not an object", base)
     if trailing:
         h.diagnostics.append(warning("rocketmq.header_trailing", f"{trailing} bytes after the JSON header", base + len(buf) - trailing))
+    _json_members(h, root, buf, base)
+    return h
+
+
+def _json_members(h: Header, root: JNode, buf: bytes, base: int) -> None:
     for key, _, node in root.value:
         if key == "extFields":
             _json_ext(h, node, buf, base)
         elif not _json_scalar(h, key, node):
             name, label = named(key, key)
             h.extra.append(to_field(name, node, label))
-    return h
 
 
 # -- ROCKETMQ binary --------------------------------------------------------------------------
@@ -117,10 +144,21 @@ def _binary_ext(h: Header, r: WireReader) -> None:
     n = r.int32()
     if n < 0:
         raise BadLength(f"ext-fields length {n}", start)
-    h.ext_offset, h.ext_length = start, 4 + n
-    er = r.sub(n)
+    h.ext_offset, h.ext_length = start, min(4 + n, r.end - start)
+    if n > r.remaining:
+        # Cut short (or a length that overruns): the entries that are there, then the error.
+        er = WireReader(r.buf, r.pos, r.end)
+        _binary_entries(h, er)
+        raise Truncated(f"ext-fields: needs {n} bytes, {r.remaining} remain", er.pos)
+    _binary_entries(h, r.sub(n))
+
+
+def _binary_entries(h: Header, er: WireReader) -> None:
     while not er.at_end():
         at = er.pos
+        if len(h.ext) == MAX_ELEMENTS:
+            _ext_limit(h, at)
+            break
         klen = er.int16()
         if klen < 0:
             raise BadLength(f"ext-field key length {klen}", at)
@@ -129,12 +167,22 @@ def _binary_ext(h: Header, r: WireReader) -> None:
         if vlen < 0:
             raise BadLength(f"ext-field value length {vlen}", er.pos - 4)
         value = er.text(vlen) if vlen else None
-        h.ext.append(ExtEntry(key, value, at, er.pos - at))
+        h.ext.append(ExtEntry(key, value, at, er.pos - at, er.pos - vlen, vlen))
 
 
 def decode_binary(buf: bytes, base: int, end: int) -> Header:
-    """A ROCKETMQ binary header at buf[base:end] (buf is the whole message)."""
+    """A ROCKETMQ binary header at buf[base:end] (buf is the whole message). A header that
+    breaks part-way (cut short) raises with the Header read so far as the error's `partial`."""
     h = Header(1)
+    try:
+        _binary(h, buf, base, end)
+    except DecodeError as e:
+        e.partial = h
+        raise
+    return h
+
+
+def _binary(h: Header, buf: bytes, base: int, end: int) -> None:
     r = WireReader(buf, base, end)
     spec = (("code", 2, r.int16), ("language", 1, r.uint8), ("version", 2, r.int16),
             ("opaque", 4, r.int32), ("flag", 4, r.int32))
@@ -152,4 +200,3 @@ def decode_binary(buf: bytes, base: int, end: int) -> Header:
     _binary_ext(h, r)
     if not r.at_end():
         h.diagnostics.append(warning("rocketmq.header_trailing", f"{r.remaining} bytes after the binary header", r.pos))
-    return h

@@ -16,6 +16,8 @@ from typing import Any
 from kdissect.errors import BadValue
 
 MAX_DEPTH = 64
+# Values one document may hold: a bigger one is refused (BadValue) before it fills memory.
+MAX_VALUES = 500_000
 
 _WS = re.compile(rb"[ \t\r\n\x00]*")
 _DQ = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)"', re.S)
@@ -87,12 +89,13 @@ def _number(raw: bytes) -> int | float:
 
 
 class _Parser:
-    __slots__ = ("buf", "end", "base")
+    __slots__ = ("buf", "end", "base", "left")
 
     def __init__(self, buf: bytes, base: int) -> None:
         self.buf = buf
         self.end = len(buf)
         self.base = base
+        self.left = MAX_VALUES
 
     def fail(self, what: str, pos: int) -> BadValue:
         return BadValue(f"JSON: {what} at byte {pos}", self.base + pos)
@@ -105,6 +108,9 @@ class _Parser:
         pos = self.ws(pos)
         if pos >= self.end:
             raise self.fail("value expected, input ended", pos)
+        self.left -= 1
+        if self.left < 0:
+            raise self.fail(f"more than {MAX_VALUES} values", pos)
         c = self.buf[pos]
         if c in b"{[":
             if depth >= MAX_DEPTH:
@@ -147,45 +153,69 @@ class _Parser:
         start = pos
         pos += 1
         members: list[tuple[str, int, JNode]] = []
-        while True:
-            pos = self.ws(pos)
-            if pos >= self.end:
-                raise self.fail("unterminated object", start)
-            c = self.buf[pos]
-            if c == 0x7D:  # }
-                return JNode("object", members, self.base + start, self.base + pos + 1), pos + 1
-            if c == 0x2C:  # , (also tolerates trailing and doubled commas)
-                pos += 1
-                continue
-            key_pos = self.ws(pos)
-            key, pos = self.key(key_pos, depth)
-            pos = self.ws(pos)
-            if pos >= self.end or self.buf[pos] not in b":=":
-                raise self.fail("':' expected after an object key", pos)
-            node, pos = self.value(pos + 1, depth)
-            members.append((key, self.base + key_pos, node))
+        done = pos  # where the last complete member ends
+        key: str | None = None
+        key_pos = pos
+        try:
+            while True:
+                pos = self.ws(pos)
+                if pos >= self.end:
+                    raise self.fail("unterminated object", start)
+                c = self.buf[pos]
+                if c == 0x7D:  # }
+                    return JNode("object", members, self.base + start, self.base + pos + 1), pos + 1
+                if c == 0x2C:  # , (also tolerates trailing and doubled commas)
+                    pos += 1
+                    continue
+                key_pos = self.ws(pos)
+                key, pos = self.key(key_pos, depth)
+                pos = self.ws(pos)
+                if pos >= self.end or self.buf[pos] not in b":=":
+                    raise self.fail("':' expected after an object key", pos)
+                node, pos = self.value(pos + 1, depth)
+                members.append((key, self.base + key_pos, node))
+                key, done = None, pos
+        except BadValue as e:
+            inner = e.partial
+            if key is not None and isinstance(inner, JNode):
+                members.append((key, self.base + key_pos, inner))
+                done = inner.end - self.base
+            e.partial = JNode("object", members, self.base + start, self.base + done)
+            raise
 
     def array(self, pos: int, depth: int) -> tuple[JNode, int]:
         start = pos
         pos += 1
         items: list[JNode] = []
-        while True:
-            pos = self.ws(pos)
-            if pos >= self.end:
-                raise self.fail("unterminated array", start)
-            c = self.buf[pos]
-            if c == 0x5D:  # ]
-                return JNode("array", items, self.base + start, self.base + pos + 1), pos + 1
-            if c == 0x2C:
-                pos += 1
-                continue
-            node, pos = self.value(pos, depth)
-            items.append(node)
+        done = pos
+        try:
+            while True:
+                pos = self.ws(pos)
+                if pos >= self.end:
+                    raise self.fail("unterminated array", start)
+                c = self.buf[pos]
+                if c == 0x5D:  # ]
+                    return JNode("array", items, self.base + start, self.base + pos + 1), pos + 1
+                if c == 0x2C:
+                    pos += 1
+                    continue
+                node, pos = self.value(pos, depth)
+                items.append(node)
+                done = pos
+        except BadValue as e:
+            inner = e.partial
+            if isinstance(inner, JNode):
+                items.append(inner)
+                done = inner.end - self.base
+            e.partial = JNode("array", items, self.base + start, self.base + done)
+            raise
 
 
 def parse(buf: bytes, base: int = 0) -> tuple[JNode, int]:
     """Parse one JSON value from buf; returns it and the number of bytes after it that are not
-    whitespace (trailing garbage, for the caller to report). Offsets are buf offsets + base."""
+    whitespace (trailing garbage, for the caller to report). Offsets are buf offsets + base. An
+    object or array that breaks part-way (cut short) raises with its members read before the
+    break as the BadValue's `partial` (a JNode whose `end` is where the last whole one ends)."""
     p = _Parser(buf, base)
     node, pos = p.value(0, 0)
     pos = p.ws(pos)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from kdissect.dissect.base import MAX_ELEMENTS
 from kdissect.model import Field, struct
 from kdissect.rocketmq.jfields import named
 from kdissect.rocketmq.tables import PROPERTY_NAME_SEP, PROPERTY_SEP
 
 
 def split_properties(text: str) -> list[tuple[str, str]]:
-    """[(name, value)] in order; an item without a 0x01 separator gets an empty value."""
+    """[(name, value)] in order; an item without a 0x01 separator gets an empty value. At most
+    MAX_ELEMENTS items are split off: the rest stays in the last one."""
     out: list[tuple[str, str]] = []
-    for item in text.split(PROPERTY_SEP):
+    for item in text.split(PROPERTY_SEP, MAX_ELEMENTS):
         if item:
             name, _, value = item.partition(PROPERTY_NAME_SEP)
             out.append((name, value))
@@ -36,7 +38,7 @@ def properties_from_bytes(buf: bytes, start: int, end: int, name: str = "propert
     """Properties stored at buf[start:end]; every item gets its own offset."""
     items: list[tuple[str, str, int, int]] = []
     pos = start
-    while pos < end:
+    while pos < end and len(items) < MAX_ELEMENTS:
         nxt = buf.find(b"\x02", pos, end)
         stop = end if nxt < 0 else nxt
         if stop > pos:

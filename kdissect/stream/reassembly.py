@@ -12,6 +12,7 @@ out-of-order backlog grows past a bound, and at the end of the stream.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 MASK = 0xFFFFFFFF
@@ -50,16 +51,22 @@ Event = Data | Gap | Overlap
 
 
 class Reassembler:
-    __slots__ = ("next_seq", "backlog", "backlog_bytes", "history", "last_frame", "fin_seq", "closed")
+    """The backlog is keyed by absolute stream offsets (sequence numbers unwrapped against
+    next_seq when they arrive) with a heap of those offsets, so each segment costs O(log n)
+    however full the backlog is."""
+
+    __slots__ = ("next_seq", "next_abs", "backlog", "order", "backlog_bytes", "history", "last_frame",
+                 "fin_seq")
 
     def __init__(self) -> None:
         self.next_seq: int | None = None  # None until the first SYN or segment
-        self.backlog: dict[int, tuple[bytes, int, float]] = {}  # seq -> (payload, frame, ts)
+        self.next_abs = 0  # next_seq as an absolute stream offset (never wraps)
+        self.backlog: dict[int, tuple[bytes, int, float]] = {}  # offset -> (payload, frame, ts)
+        self.order: list[int] = []  # heap of the backlog's offsets (stale ones skipped lazily)
         self.backlog_bytes = 0
         self.history = bytearray()  # the last HISTORY bytes delivered, ending at next_seq
         self.last_frame = 0
         self.fin_seq: int | None = None
-        self.closed = False
 
     def syn(self, seq: int) -> None:
         """A SYN: data starts at seq + 1."""
@@ -76,7 +83,7 @@ class Reassembler:
             self.next_seq = seq  # captured mid-connection: start where we are
         d = seq_diff(seq, self.next_seq)
         if d > 0:
-            self._stash(seq, payload, frame, ts)
+            self._stash(self.next_abs + d, payload, frame, ts)
             return self._check_backlog()
         out: list[Event] = []
         if d < 0:
@@ -96,14 +103,12 @@ class Reassembler:
             d -= 1  # the FIN's sequence number is acknowledged too
         if d <= 0 or d > 1 << 30:
             return []
-        target = (self.next_seq + d) & MASK
+        target = self.next_abs + d
         out: list[Event] = []
         # Lost: what lies before the acknowledged point and is not in the backlog.
-        for _ in range(len(self.backlog) + 1):
-            if seq_diff(target, self.next_seq) <= 0:
-                break
-            nxt = self._earliest() if self.backlog else None
-            if nxt is not None and seq_diff(nxt, target) < 0:
+        while self.next_abs < target:
+            nxt = self._earliest()
+            if nxt is not None and nxt < target:
                 out.extend(self._gap_to(nxt))
             else:
                 out.extend(self._gap_to(target))
@@ -115,7 +120,7 @@ class Reassembler:
         if self.next_seq is None or seq_diff(seq_end, self.next_seq) != 0:
             return []
         out: list[Event] = [Gap(missing, frame, frame)]
-        self.next_seq = (self.next_seq + missing) & MASK
+        self._advance(missing)
         self.history.clear()
         self._drain(out)
         return out
@@ -123,48 +128,54 @@ class Reassembler:
     def flush(self) -> list[Event]:
         """End of stream: deliver the backlog across its holes."""
         out: list[Event] = []
-        while self.backlog:
-            out.extend(self._gap_to(self._earliest()))
-        return out
+        while True:
+            nxt = self._earliest()
+            if nxt is None:
+                return out
+            out.extend(self._gap_to(nxt))
 
     # -- internals --------------------------------------------------------------------
 
-    def _stash(self, seq: int, payload: bytes, frame: int, ts: float) -> None:
-        old = self.backlog.get(seq)
+    def _advance(self, n: int) -> None:
+        assert self.next_seq is not None
+        self.next_seq = (self.next_seq + n) & MASK
+        self.next_abs += n
+
+    def _stash(self, off: int, payload: bytes, frame: int, ts: float) -> None:
+        old = self.backlog.get(off)
         if old is not None and len(old[0]) >= len(payload):
             return
         if old is not None:
             self.backlog_bytes -= len(old[0])
-        self.backlog[seq] = (payload, frame, ts)
+        else:
+            heapq.heappush(self.order, off)
+        self.backlog[off] = (payload, frame, ts)
         self.backlog_bytes += len(payload)
 
     def _check_backlog(self) -> list[Event]:
         if self.backlog_bytes <= MAX_BACKLOG_BYTES and len(self.backlog) <= MAX_BACKLOG_SEGMENTS:
             return []
-        return self._gap_to(self._earliest())
+        nxt = self._earliest()
+        return self._gap_to(nxt) if nxt is not None else []
 
-    def _earliest(self) -> int:
-        assert self.next_seq is not None
-        base = self.next_seq
-        return min(self.backlog, key=lambda s: seq_diff(s, base))
+    def _earliest(self) -> int | None:
+        """The smallest offset in the backlog."""
+        order, backlog = self.order, self.backlog
+        while order and order[0] not in backlog:
+            heapq.heappop(order)
+        return order[0] if order else None
 
-    def _gap_to(self, seq: int) -> list[Event]:
-        assert self.next_seq is not None
-        lost = seq_diff(seq, self.next_seq)
+    def _gap_to(self, off: int) -> list[Event]:
+        lost = off - self.next_abs
         out: list[Event] = []
         if lost > 0:
-            after = self._frame_at_or_after(seq)
+            entry = self.backlog.get(off)
+            after = entry[1] if entry is not None else self.last_frame + 1
             out.append(Gap(lost, self.last_frame, after))
-            self.next_seq = seq
+            self._advance(lost)
             self.history.clear()
         self._drain(out)
         return out
-
-    def _frame_at_or_after(self, seq: int) -> int:
-        entry = self.backlog.get(seq)
-        if entry is not None:
-            return entry[1]
-        return self.last_frame + 1
 
     def _trim_old(self, behind: int, payload: bytes, frame: int, out: list[Event]) -> bytes:
         """Drop the part of payload already delivered; report it if its bytes differ."""
@@ -178,9 +189,8 @@ class Reassembler:
         return payload[behind:]
 
     def _deliver(self, payload: bytes, frame: int, ts: float, out: list[Event]) -> None:
-        assert self.next_seq is not None
         out.append(Data(payload, frame, ts))
-        self.next_seq = (self.next_seq + len(payload)) & MASK
+        self._advance(len(payload))
         self.last_frame = frame
         hist = self.history
         hist += payload
@@ -188,30 +198,15 @@ class Reassembler:
             del hist[: len(hist) - HISTORY]
 
     def _drain(self, out: list[Event]) -> None:
-        """Deliver backlog segments that now touch or overlap next_seq."""
+        """Deliver backlog segments that now touch or overlap next_seq; drop those wholly
+        behind it."""
         backlog = self.backlog
-        while backlog:
-            assert self.next_seq is not None
-            entry = backlog.pop(self.next_seq, None)
-            if entry is None:
-                entry = self._overlapping()
-                if entry is None:
-                    return
-            else:
-                self.backlog_bytes -= len(entry[0])
-            payload, frame, ts = entry
-            if payload:
-                self._deliver(payload, frame, ts, out)
-
-    def _overlapping(self) -> tuple[bytes, int, float] | None:
-        """A backlog segment that starts before next_seq and reaches past it, trimmed."""
-        assert self.next_seq is not None
-        base = self.next_seq
-        for seq, (payload, frame, ts) in list(self.backlog.items()):
-            d = seq_diff(seq, base)
-            if d < 0:
-                del self.backlog[seq]
-                self.backlog_bytes -= len(payload)
-                if -d < len(payload):
-                    return payload[-d:], frame, ts
-        return None
+        while True:
+            off = self._earliest()
+            if off is None or off > self.next_abs:
+                return
+            payload, frame, ts = backlog.pop(off)
+            self.backlog_bytes -= len(payload)
+            behind = self.next_abs - off
+            if behind < len(payload):
+                self._deliver(payload[behind:], frame, ts, out)

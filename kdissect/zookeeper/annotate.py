@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-from kdissect.model import ENUM, FLAGS, TIME_MS, Field
+from kdissect.model import ENUM, FLAGS, SECRET, TIME_MS, Field
 from kdissect.zookeeper.codes_table import ENUMS, ERRORS, OPCODES
 
 Annotator = Callable[[Field, bool], None]
@@ -79,7 +79,8 @@ def _secret(f: Field, show_secrets: bool) -> None:
     if show_secrets or not isinstance(v, bytes) or not any(v):
         return
     f.value = f"<redacted {len(v)} bytes>"
-    f.hint = None
+    f.hint = SECRET
+    f.offset, f.length = f.offset + f.length - len(v), len(v)  # the bytes after the length prefix
 
 
 _ERR = _call(error_name)

@@ -3,7 +3,7 @@ xid, watch notifications, multi/multiRead, and four-letter admin words on the cl
 
 from __future__ import annotations
 
-from kdissect.dissect.base import ConversationState, Options
+from kdissect.dissect.base import Budget, ConversationState, Options
 from kdissect.model import Field, Message
 from kdissect.wire.reader import WireReader
 from kdissect.zookeeper import fourlw, packets, probe, session
@@ -81,7 +81,11 @@ class ZooKeeperDissector:
             if not _is_binary(data) and (conv.link.word is not None or (first and fourlw.looks_like_text(data))):
                 fourlw.dissect_reply(msg, data, state.pending.pop(fourlw.PENDING_KEY))
                 return
-        self._packet(msg, state, conv, first, Ctx(opts.show_secrets))
+        ctx = Ctx(opts.show_secrets, Budget(opts))
+        try:
+            self._packet(msg, state, conv, first, ctx)
+        finally:
+            msg.diagnostics.extend(ctx.diags)
 
     def _packet(self, msg: Message, state: ConversationState, conv: ZkConversation, first: bool, ctx: Ctx) -> None:
         r = WireReader(msg.data)

@@ -5,16 +5,21 @@ Jute's binary archive is big-endian: int (4 bytes), long (8), boolean (1), buffe
 and nested records as their fields in order. Each record compiles once into a plan: a tuple of
 (field name, reader, annotator); the annotator adds display names (enums, flags, dates, hex
 zxids) and redacts secrets.
+
+A record or vector that breaks part-way (cut short, a length that overruns) raises with the
+fields read before the break as the DecodeError's `partial` (see dissect/partial.py).
 """
 
 from __future__ import annotations
 
 import struct as _struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from kdissect.errors import BadLength, BadValue
-from kdissect.model import ARRAY, BYTES, Field, struct
+from kdissect.dissect.base import Budget
+from kdissect.dissect.partial import keep_partial
+from kdissect.errors import BadLength, BadValue, DecodeError
+from kdissect.model import ARRAY, BYTES, STRUCT, Diagnostic, Field, Group, Severity, struct
 from kdissect.wire.reader import WireReader
 from kdissect.zookeeper import annotate
 from kdissect.zookeeper.records_table import RECORDS
@@ -22,9 +27,22 @@ from kdissect.zookeeper.records_table import RECORDS
 
 @dataclass(frozen=True, slots=True)
 class Ctx:
-    """What decoding needs besides the bytes."""
+    """What decoding needs besides the bytes, and what one message may still decode: vector
+    elements past its budget are read but not kept (a diagnostic in `diags` says so)."""
 
     show_secrets: bool = False
+    budget: Budget = field(default_factory=Budget)
+    diags: list[Diagnostic] = field(default_factory=list)
+
+    def limited(self, name: str, n: int | None, shown: int, offset: int) -> None:
+        """Say once per message that a list (of n elements, None: not known ahead) was cut at
+        the budget."""
+        if self.budget.first("zookeeper.vector_limit"):
+            count = f"{n} elements" if n is not None else "more elements"
+            self.diags.append(Diagnostic(
+                Severity.WARNING, Group.UNDECODED, "zookeeper.vector_limit",
+                f"{name}: {count}, past the {self.budget.elements_limit} elements a message may show: "
+                f"the first {shown} are shown", offset))
 
 
 Reader = Callable[[WireReader, str, Ctx], Field]
@@ -112,6 +130,11 @@ def min_size(jtype: str) -> int:
     return _MIN_SIZE[jtype]
 
 
+def _renamed(e: DecodeError, new: DecodeError) -> DecodeError:
+    new.partial = e.partial
+    return new
+
+
 def _vector(elem: str) -> Reader:
     elem_reader = reader_for(elem)
     elem_min = min_size(elem)
@@ -122,8 +145,28 @@ def _vector(elem: str) -> Reader:
         n = r.int32()
         if n == -1:
             return Field(name, None, off, 4, [], ARRAY, display="null")
-        r.count(n, elem_min)
-        items = [elem_reader(r, elem_name if elem in RECORDS else name, ctx) for _ in range(n)]
+        if n < 0:
+            raise BadLength(f"{name}: count {n}", off)
+        items: list[Field] = []
+        item_name = elem_name if elem in RECORDS else name
+        room = r.remaining
+        # Past the message's budget, elements are read (to find what follows) but not kept.
+        keep = ctx.budget.elements(min(n, room // max(elem_min, 1)))
+        try:
+            # Every element takes at least elem_min > 0 bytes: a count that overruns (a
+            # cut-short vector) ends at the first element that is not there, with the elements
+            # before it kept, and nothing is allocated per count.
+            for _ in range(keep):
+                items.append(elem_reader(r, item_name, ctx))
+            for _ in range(n - keep):
+                elem_reader(r, item_name, ctx)
+        except DecodeError as e:
+            if n * elem_min > room:
+                e = _renamed(e, BadLength(f"{name}: count {n} exceeds the {room} bytes that remain", e.offset))
+            raise keep_partial(e, name, off, items, ARRAY) from None
+        if keep < n:
+            ctx.limited(name, n, keep, off)
+            return Field(name, None, off, r.pos - off, items, ARRAY, label=f"{name} (first {keep} of {n})")
         return Field(name, None, off, r.pos - off, items, ARRAY)
 
     return read
@@ -132,7 +175,7 @@ def _vector(elem: str) -> Reader:
 def _nested(record: str) -> Reader:
     def read(r: WireReader, name: str, ctx: Ctx) -> Field:
         off = r.pos
-        children = read_fields(r, record, ctx)
+        children = read_fields(r, record, ctx, name=name)
         return struct(name, children, off, r.pos - off)
 
     return read
@@ -157,23 +200,29 @@ def plan(record: str) -> Plan:
     return p
 
 
-def read_fields(r: WireReader, record: str, ctx: Ctx, optional_tail: bool = False) -> list[Field]:
+def read_fields(r: WireReader, record: str, ctx: Ctx, optional_tail: bool = False,
+                name: str | None = None) -> list[Field]:
     """The fields of `record`, in order. optional_tail: the last field may be absent (the
-    readOnly byte of ConnectRequest/ConnectResponse, which peers before 3.4 omit)."""
+    readOnly byte of ConnectRequest/ConnectResponse, which peers before 3.4 omit). A break
+    raises with the fields read so far as a partial struct named `name` (default: the record)."""
     steps = plan(record)
     out: list[Field] = []
     last = len(steps) - 1
-    for i, (name, read, ann) in enumerate(steps):
-        if optional_tail and i == last and r.at_end():
-            break
-        f = read(r, name, ctx)
-        if ann is not None:
-            ann(f, ctx.show_secrets)
-        out.append(f)
+    start = r.pos
+    try:
+        for i, (fname, read, ann) in enumerate(steps):
+            if optional_tail and i == last and r.at_end():
+                break
+            f = read(r, fname, ctx)
+            if ann is not None:
+                ann(f, ctx.show_secrets)
+            out.append(f)
+    except DecodeError as e:
+        raise keep_partial(e, name or record, start, out, STRUCT) from None
     return out
 
 
 def read_record(r: WireReader, record: str, name: str, ctx: Ctx) -> Field:
     """The record as one struct Field."""
     off = r.pos
-    return struct(name, read_fields(r, record, ctx), off, r.pos - off)
+    return struct(name, read_fields(r, record, ctx, name=name), off, r.pos - off)

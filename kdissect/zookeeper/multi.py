@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kdissect.errors import BadValue
-from kdissect.model import Field, array, struct
+from kdissect.dissect.partial import keep_partial, partial_fields
+from kdissect.errors import BadValue, DecodeError
+from kdissect.model import ARRAY, Field, array, struct
 from kdissect.wire.reader import WireReader
 from kdissect.zookeeper.annotate import error_name, opcode_name
 from kdissect.zookeeper.codes_table import OPCODES
@@ -37,25 +38,48 @@ def _record(kind: int, results: bool) -> str:
     return record
 
 
-def read(r: WireReader, ctx: Ctx, results: bool) -> MultiBody:
-    """The sub-operations (results=False) or the per-operation results (results=True)."""
+def new_body(results: bool, start: int) -> MultiBody:
+    return MultiBody(array("results" if results else "ops", [], start))
+
+
+def read(r: WireReader, ctx: Ctx, results: bool, body: MultiBody | None = None) -> MultiBody:
+    """The sub-operations (results=False) or the per-operation results (results=True), into
+    `body` when given. A break raises with the operations read so far, the one it cut short
+    last, as the partial array; `body` then holds the complete ones."""
     start = r.pos
-    items: list[Field] = []
-    body = MultiBody(array("results" if results else "ops", items, start))
+    if body is None:
+        body = new_body(results, start)
+    items = body.tree.children
+    assert items is not None
+    item = "result" if results else "op"
     while True:
         off = r.pos
-        header = read_fields(r, "MultiHeader", ctx)
-        kind, done, err = (f.value for f in header)
-        if done:
-            break
+        header: list[Field] = []
+        sub: list[Field] = []
         try:
-            record = _record(int(kind), results)
-        except BadValue as e:
-            e.offset = off
-            raise
-        sub = read_fields(r, record, ctx) if record else []
+            header = read_fields(r, "MultiHeader", ctx)
+            kind, done, err = (f.value for f in header)
+            if done:
+                break
+            try:
+                record = _record(int(kind), results)
+            except BadValue as e:
+                e.offset = off
+                raise
+            sub = read_fields(r, record, ctx) if record else []
+        except DecodeError as e:
+            got = partial_fields(e) if not header else header + partial_fields(e)
+            e.partial = None
+            if e.offset > off and got:
+                if header:
+                    _tidy(header, got[len(header):], results)
+                e.partial = struct(item, got, off, e.offset - off)
+            raise keep_partial(e, body.tree.name, start, list(items), ARRAY) from None
+        if not ctx.budget.elements(1):  # past the message's budget: read, not kept
+            ctx.limited(body.tree.name, None, len(items), off)
+            continue
         _tidy(header, sub, results)
-        items.append(struct("result" if results else "op", header + sub, off, r.pos - off))
+        items.append(struct(item, header + sub, off, r.pos - off))
         path = next((f.value for f in sub if f.name == "path"), None)
         body.ops.append((opcode_name(int(kind)), path))
         if kind == ERROR_TYPE:

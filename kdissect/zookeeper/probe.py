@@ -20,7 +20,6 @@ MAX_TIMEOUT_MS = 24 * 3600 * 1000
 SPECIAL_XIDS = frozenset({-2, -4, -8})
 CLIENT_OPCODES = frozenset(op for op, (_, req, _r) in OPCODES.items() if req is not None) | multi.MULTI_OPCODES
 REPLY_HEADER = 16
-_CTX = Ctx()
 
 
 def _i32(b: bytes, off: int) -> int:
@@ -41,10 +40,10 @@ def _body_decodes(head: bytes, n: int, opcode: int) -> bool:
     r = WireReader(head, 12, 4 + n)
     try:
         if opcode in multi.MULTI_OPCODES:
-            multi.read(r, _CTX, results=False)
+            multi.read(r, Ctx(), results=False)
         else:
             record = OPCODES[opcode][1]
-            fields = read_fields(r, record, _CTX) if record else []
+            fields = read_fields(r, record, Ctx()) if record else []
             path = next((f.value for f in fields if f.name == "path"), "/")
             if not isinstance(path, str) or not path.startswith("/"):
                 return False

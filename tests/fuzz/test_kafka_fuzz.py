@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import SHARED_CAPTURES
 
 from kdissect.dissect.base import ConversationState, Options, run_dissector
 from kdissect.dissect.registry import DissectorRegistry
@@ -17,7 +17,7 @@ from kdissect.kafka.apis import APIS
 from kdissect.kafka.dissector import DISSECTOR
 from kdissect.model import Message, Pdu
 
-CAPTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "captures" / "kafka"
+CAPTURES = SHARED_CAPTURES / "kafka"
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -15,6 +15,7 @@ import snappy
 import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import SHARED_CAPTURES
 
 from kdissect.dissect.base import Options, run_dissector
 from kdissect.errors import DecodeError
@@ -24,7 +25,7 @@ from kdissect.pulsar.protowire import WalkContext, walk
 from kdissect.pulsar.schema_table import MESSAGES
 
 ROOT = Path(__file__).resolve().parents[2]
-CAPTURES = [ROOT / "captures" / "pulsar", ROOT / ".." / "shared" / "captures" / "pulsar"]
+CAPTURES = [ROOT / "captures" / "pulsar", SHARED_CAPTURES / "pulsar"]
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 OPTS = Options(max_decompressed=1 << 20)
 

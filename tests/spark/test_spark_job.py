@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import SHARED_CAPTURES, shared_path
 
 pytest.importorskip("pyspark")
 
@@ -24,7 +25,7 @@ from kdissect.spark.schema import layer_ddl  # noqa: E402
 from kdissect.spark.worker import Config  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO / ".." / "shared" / "captures"
+SHARED = SHARED_CAPTURES
 PROJECT = REPO / "captures"
 
 
@@ -153,7 +154,7 @@ def test_sql_over_the_tables(spark: Any, baseline: Any, tmp_path: Path) -> None:
 
 def test_data_source_found_by_spark(spark: Any, baseline: Any) -> None:
     p, want = baseline
-    kafka = str(SHARED / "kafka")
+    kafka = str(shared_path("captures", "kafka"))
     for layer in ("messages", "transactions", "records"):
         df = spark.read.format("kdissect").option("layer", layer).load(inputs())
         assert df.count() == len(want[layer]), layer
@@ -169,9 +170,7 @@ def test_data_source_found_by_spark(spark: Any, baseline: Any) -> None:
 
 
 def test_data_source_in_sql(spark: Any) -> None:
-    zk = SHARED / "zookeeper"
-    if not zk.is_dir():
-        pytest.skip("../shared/captures is absent")
+    zk = shared_path("captures", "zookeeper")
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW zk USING kdissect OPTIONS (path '{zk}', layer 'transactions')")
     ops = {r["op"]: r["n"] for r in spark.sql("SELECT op, count(*) AS n FROM zk GROUP BY op").collect()}
     want = sum(1 for f in sorted(glob.glob(str(zk / "*.pcap"))) for m in dissect_file(f) if rows.transaction_row(m))
@@ -185,9 +184,7 @@ def test_command_writes_tables_and_reports(spark: Any, tmp_path: Path) -> None:
 
     from kdissect.cli import cli
 
-    pulsar = SHARED / "pulsar"
-    if not pulsar.is_dir():
-        pytest.skip("../shared/captures is absent")
+    pulsar = shared_path("captures", "pulsar")
     out = tmp_path / "out"
     res = CliRunner().invoke(cli, ["spark", str(pulsar), "--out", str(out), "--master", "local[2]",
                                    "--report", "--no-color", "-F", "json"])

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support import SHARED_CAPTURES
 
 from kdissect.dissect.registry import DissectorRegistry
 from kdissect.errors import UsageError
@@ -21,7 +22,7 @@ from kdissect.spark.units import Piece, flow_hash, plan, share_filter, split_siz
 from kdissect.spark.values import json_map, json_text, utc_date
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO / ".." / "shared" / "captures"
+SHARED = SHARED_CAPTURES
 
 
 def shared(rel: str) -> str:

@@ -115,3 +115,56 @@ def test_traffic_of_no_known_protocol_is_skipped() -> None:
     pkts.append(c.segment(True, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
     pkts.append(c.segment(False, b"HTTP/1.1 200 OK\r\n\r\n"))
     assert run(pkts) == []
+
+
+def test_midstream_request_with_bytes_after_its_body_is_kept_with_its_response() -> None:
+    # Captured mid-connection (no SYN): an ApiVersions v0 request whose length prefix covers
+    # four zero bytes after the (empty) body, as some clients send, and its response.
+    c = TcpConn()
+    req = kafka_request(18, 0, 168, "rdkafka", b"\x00" * 4)
+    resp = kafka_response(168, struct.pack(">hi", 0, 1) + struct.pack(">hhh", 3, 0, 12))
+    msgs = run([c.segment(True, req), c.segment(False, resp)])
+    assert [m.summary for m in msgs] == [
+        "ApiVersions v0 request corr=168 client=rdkafka",
+        "ApiVersions v0 response corr=168 1 apis",
+    ]
+    assert [d.key for d in msgs[0].diagnostics] == ["kafka.trailing_bytes"]
+    assert msgs[1].peer is msgs[0]
+    assert not any(d.key == "framing.resync" for m in msgs for d in m.diagnostics)
+
+
+def test_midstream_responses_without_requests_are_framed_from_the_first_segment() -> None:
+    c = TcpConn()
+    body = struct.pack(">hi", 0, 1) + struct.pack(">hhh", 3, 0, 12)
+    pkts = [c.segment(False, kafka_response(140, body)), c.segment(False, kafka_response(141, body))]
+    msgs = run(pkts)
+    assert [(m.kind, m.info.get("corr")) for m in msgs] == [("response", 140), ("response", 141)]
+    assert not any(d.key == "framing.resync" for m in msgs for d in m.diagnostics)
+
+
+def test_counters_say_what_was_not_decoded() -> None:
+    from kdissect.analysis.coverage import notes
+
+    pipe = Pipeline()
+    pkts: list[tuple[int, bytes]] = [(147, b"\x00" * 40), (147, b"\x00" * 40), (1, ethernet(b"\x60" + b"\x00" * 50))]
+    tls = TcpConn(sport=9093, cport=40001)
+    pkts += [(1, ethernet(p)) for p in tls.handshake() + [tls.segment(True, b"\x16\x03\x01\x00\x05hello")]]
+    mid = TcpConn(sport=45000, cport=2888)  # no SYN: the lower port is taken as the server's
+    pkts += [(1, ethernet(mid.segment(False, b"\x00\x01\x02\x03")))]
+    kafka = TcpConn(sport=9092, cport=40002)
+    pkts += [(1, ethernet(p)) for p in kafka.handshake()]
+    for i, (lt, data) in enumerate(pkts):
+        pipe.feed(RawFrame(i + 1, 1.0 + i, lt, data, len(data)))
+    pipe.finish()
+    c = pipe.counters
+    assert (c.frames, c.tcp_segments, c.conversations, c.messages, c.recognised) == (11, 8, 3, 0, 0)
+    assert c.unsupported_links == {147: 2}
+    assert {k: (t.conversations, t.segments) for k, t in c.undecoded.items()} == {
+        (9093, "TLS"): (1, 4), (2888, ""): (1, 1)}
+    lines = notes(c, "x.pcap")
+    assert lines[0] == "warning: x.pcap: link type 147 is not supported; 2 frames skipped"
+    assert lines[1].startswith("note: x.pcap: 8 TCP segments in 3 conversations (and 1 frame that is not TCP), "
+                               "none recognised; busiest server ports: 9093 TLS (1 conversation, 4 segments), "
+                               "2888 (1 conversation, 1 segment); ")
+    assert "port 9093 carries TLS, which is encrypted and cannot be decoded" in lines[1]
+    assert "ZooKeeper quorum (ZAB)" in lines[1]

@@ -75,3 +75,46 @@ def test_not_tcp_or_short(data: bytes) -> None:
 
 def test_unknown_linktype() -> None:
     assert decode(RawFrame(1, 0.0, 9999, ethernet(V4), 100)) is None
+
+
+def _loop_be(ip: bytes) -> bytes:
+    return struct.pack(">I", 2 if ip[0] >> 4 == 4 else 24) + ip
+
+
+# Real frames of every link type kdissect reads (and VLAN-tagged Ethernet), IPv4 and IPv6.
+FRAMES = [
+    (lt, build(ip))
+    for ip in (V4, V6)
+    for lt, build in [
+        (1, ethernet), (1, lambda p: ethernet(p, vlans=(10,))), (1, lambda p: ethernet(p, vlans=(10, 20))),
+        (113, sll), (276, sll2), (0, null_loop), (108, _loop_be),
+        (101, lambda p: p), (12, lambda p: p), (14, lambda p: p), (228, lambda p: p), (229, lambda p: p),
+    ]
+]
+
+
+def test_every_link_type_is_covered() -> None:
+    from kdissect.capture.l2l4 import LINK_LAYERS
+
+    assert {lt for lt, _ in FRAMES} == set(LINK_LAYERS)
+
+
+@pytest.mark.parametrize(("linktype", "data"), FRAMES)
+def test_every_truncation_of_every_link_type(linktype: int, data: bytes) -> None:
+    """A frame cut at any length (by the snaplen or by damage) is TCP with bytes missing, or not
+    a segment at all; never an exception."""
+    assert decode(RawFrame(1, 0.0, linktype, data, len(data))) is not None
+    for n in range(len(data)):
+        seg = decode(RawFrame(1, 0.0, linktype, data[:n], len(data)))
+        if seg is not None:
+            assert seg.payload == b"hello"[: len(seg.payload)]
+            assert len(seg.payload) + seg.missing == 5
+
+
+def test_header_lengths_below_the_minimum_are_not_tcp() -> None:
+    ihl4 = bytearray(V4)
+    ihl4[0] = 0x44  # IPv4 header length 16 bytes
+    doff4 = bytearray(V4)
+    doff4[20 + 12] = 0x40  # TCP data offset 16 bytes
+    for pkt in (bytes(ihl4), bytes(doff4)):
+        assert decode(RawFrame(1, 0.0, 101, pkt, len(pkt))) is None

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import gzip
+import io
+import struct
+import zlib
 from pathlib import Path
 
 import pytest
@@ -16,7 +19,7 @@ from pcapgen import (
     write_pcap,
 )
 
-from kdissect.capture.pcapfile import CaptureFile
+from kdissect.capture.pcapfile import CaptureFile, RawFrame
 from kdissect.errors import UsageError
 
 
@@ -96,3 +99,189 @@ def test_not_a_capture(tmp_path: Path) -> None:
 def test_missing_file() -> None:
     with pytest.raises(UsageError, match="cannot open"):
         CaptureFile("/nonexistent/file.pcap")
+
+
+def _pcap_bytes(tmp_path: Path, pkts: list[Pkt] | None = None) -> bytes:
+    path = tmp_path / "src.pcap"
+    write_pcap(str(path), pkts if pkts is not None else _many_pkts())
+    return path.read_bytes()
+
+
+def _many_pkts() -> list[Pkt]:
+    conn = TcpConn()
+    ips = conn.handshake() + [conn.segment(i % 2 == 0, bytes([i]) * (50 + i)) for i in range(200)]
+    return [Pkt(1700000000.0 + i, ethernet(p)) for i, p in enumerate(ips)]
+
+
+def _read(data: bytes, name: str = "c.pcap") -> tuple[list[RawFrame], list[str]]:
+    with CaptureFile(name, io.BytesIO(data)) as cap:
+        return list(cap), cap.warnings
+
+
+def test_corrupt_gzip_decodes_up_to_the_damage(tmp_path: Path) -> None:
+    plain = _pcap_bytes(tmp_path)
+    gz = bytearray(gzip.compress(plain))
+    bad = len(gz) // 2
+    gz[bad : bad + 8] = b"\xff" * 8  # damage in the middle of the deflate stream
+    frames, warnings = _read(bytes(gz), "c.pcap.gz")
+    whole, _ = _read(plain)
+    assert 0 < len(frames) < len(whole)
+    # Every frame inflated from the bytes before the damage is there (deflate may notice the
+    # damage some bytes after it: what it inflated meanwhile is delivered too).
+    intact = len(zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(bytes(gz[:bad])))
+    ends = [24 + sum(16 + len(f.data) for f in whole[: i + 1]) for i in range(len(whole))]
+    good = sum(1 for e in ends if e <= intact)
+    assert len(frames) >= good > 0
+    assert [f.data for f in frames[:good]] == [f.data for f in whole[:good]]
+    # Bytes inflated from damaged data may also look like a bad record before zlib notices.
+    assert len(warnings) == 1 and ("corrupt gzip data" in warnings[0] or "stopped" in warnings[0])
+
+
+def test_damaged_second_gzip_member_keeps_every_frame_of_the_first(tmp_path: Path) -> None:
+    plain = _pcap_bytes(tmp_path)
+    whole, _ = _read(plain)
+    cut = 24 + sum(16 + len(f.data) for f in whole[:150])
+    second = bytearray(gzip.compress(plain[cut:]))
+    second[3] = 0xE0  # reserved header flags: zlib stops at once
+    frames, warnings = _read(gzip.compress(plain[:cut]) + bytes(second), "c.pcap.gz")
+    assert [f.data for f in frames] == [f.data for f in whole[:150]]
+    assert len(warnings) == 1 and "corrupt gzip data" in warnings[0] and "up to the damage" in warnings[0]
+    assert f"after {cut} bytes" in warnings[0]
+
+
+@pytest.mark.parametrize("keep", [0.3, 0.7, 0.999])
+def test_cut_gzip_decodes_up_to_the_cut(tmp_path: Path, keep: float) -> None:
+    gz = gzip.compress(_pcap_bytes(tmp_path))
+    frames, warnings = _read(gz[: int(len(gz) * keep)], "c.pcap.gz")
+    assert frames
+    assert len(warnings) == 1 and "cut" in warnings[0]
+
+
+def test_gzip_members_and_padding(tmp_path: Path) -> None:
+    plain = _pcap_bytes(tmp_path)
+    half = 24 + 16 * 3 + sum(len(p.data) for p in _many_pkts()[:3])  # header and three records
+    gz = gzip.compress(plain[:half]) + b"\x00" * 7 + gzip.compress(plain[half:])
+    frames, warnings = _read(gz, "c.pcap.gz")
+    assert len(frames) == len(_many_pkts()) and warnings == []
+
+
+@pytest.mark.parametrize("at", [-8, -1])  # the CRC-32, and the length (its last byte ends the stream)
+def test_gzip_with_a_bad_trailer_reports_once(tmp_path: Path, at: int) -> None:
+    gz = bytearray(gzip.compress(_pcap_bytes(tmp_path)))
+    gz[at] ^= 0xFF
+    frames, warnings = _read(bytes(gz), "c.pcap.gz")
+    assert len(frames) == len(_many_pkts())
+    assert len(warnings) == 1 and "corrupt gzip data" in warnings[0]
+
+
+def test_gzip_damaged_before_the_capture_header(tmp_path: Path) -> None:
+    gz = bytearray(gzip.compress(_pcap_bytes(tmp_path)))
+    gz[10:20] = b"\xff" * 10
+    with pytest.raises(UsageError, match="not a readable capture"):
+        _read(bytes(gz), "c.pcap.gz")
+
+
+class _Pipe(io.RawIOBase):
+    """A non-seekable stream that hands out a few bytes at a time, like a pipe."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: memoryview) -> int:  # type: ignore[override]
+        n = min(len(b), 3, len(self._data))
+        b[:n] = self._data[:n]
+        self._data = self._data[n:]
+        return n
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_non_seekable_input(tmp_path: Path, gz: bool) -> None:
+    plain = _pcap_bytes(tmp_path)
+    data = gzip.compress(plain) if gz else plain
+    stream = io.BufferedReader(_Pipe(data), 7)
+    assert not stream.seekable()
+    with CaptureFile("-", stream) as cap:  # type: ignore[arg-type]
+        frames = list(cap)
+        assert cap.warnings == [] and cap.position() == len(data) and cap.size() == 0
+    assert len(frames) == len(_many_pkts())
+
+
+def _idb_with(options: bytes) -> bytes:
+    body = struct.pack("<HHI", 1, 0, 262144) + options
+    return struct.pack("<II", 1, 12 + len(body)) + body + struct.pack("<I", 12 + len(body))
+
+
+def _raw_block(btype: int, body: bytes) -> bytes:
+    return struct.pack("<II", btype, 12 + len(body)) + body + struct.pack("<I", 12 + len(body))
+
+
+@pytest.mark.parametrize("cut", range(0, 12))
+def test_pcapng_interface_option_cut_by_the_block_end(cut: int) -> None:
+    """if_tsoffset (8 bytes) and if_tsresol whose value runs past the end of the block."""
+    ip = _pkts()[0].data
+    tsoffset = struct.pack("<HHq", 14, 8, 1000)[: 4 + cut]
+    tsresol = struct.pack("<HHB", 9, 1, 9)[: 4 + cut]
+    for opt in (tsoffset, tsresol):
+        blob = pcapng_section() + _idb_with(opt) + pcapng_epb(0, 10.5, ip)
+        frames, warnings = _read(blob, "c.pcapng")
+        assert len(frames) == 1 and warnings == []
+
+
+@pytest.mark.parametrize("body_len", range(0, 8))
+def test_pcapng_interface_block_too_short(body_len: int) -> None:
+    ip = _pkts()[0].data
+    blob = pcapng_section() + _raw_block(1, b"\x01" * body_len) + pcapng_epb(0, 1.0, ip)
+    frames, warnings = _read(blob, "c.pcapng")
+    assert frames == [] and len(warnings) == 1 and "1 packet block skipped" in warnings[0]
+
+
+@pytest.mark.parametrize("btype", [6, 3, 2])
+def test_pcapng_packet_blocks_of_every_length(btype: int) -> None:
+    """Packet blocks cut to every body length, and packets on an interface never described."""
+    ip = _pkts()[0].data
+    full = pcapng_epb(0, 1.0, ip)[8:-4]
+    for n in range(len(full)):
+        blob = pcapng_section() + pcapng_idb(1) + _raw_block(btype, full[:n])
+        _read(blob, "c.pcapng")
+    on_iface_5 = struct.pack("<I", 5) + full[4:]
+    frames, warnings = _read(pcapng_section() + pcapng_idb(1) + _raw_block(6, on_iface_5), "c.pcapng")
+    assert frames == [] and "1 packet block skipped" in warnings[0]
+
+
+def test_pcapng_bad_byte_order_magic() -> None:
+    shb = bytearray(pcapng_section())
+    shb[8:12] = b"\x01\x02\x03\x04"
+    frames, warnings = _read(bytes(shb) + pcapng_idb(1), "c.pcapng")
+    assert frames == [] and len(warnings) == 1 and "section header" in warnings[0]
+
+
+def test_every_cut_of_a_pcapng_file() -> None:
+    ip = _pkts()[0].data
+    blob = (pcapng_section() + pcapng_idb(1, tsresol=9) + pcapng_epb(0, 1.0, ethernet(ip), ticks_per_s=1e9)
+            + pcapng_section() + pcapng_idb(113) + pcapng_epb(0, 2.0, sll(ip)))
+    for n in range(4, len(blob)):
+        try:
+            frames, warnings = _read(blob[:n], "c.pcapng")
+        except UsageError:
+            assert n < 8
+            continue
+        assert len(warnings) <= 1
+
+
+def test_every_cut_of_a_pcap_file(tmp_path: Path) -> None:
+    blob = _pcap_bytes(tmp_path, _pkts())
+    for n in range(len(blob)):
+        try:
+            frames, warnings = _read(blob[:n])
+        except UsageError as e:
+            assert n < 24 and ("cut short" in str(e) or "not a pcap" in str(e))
+            continue
+        assert len(warnings) == (0 if n in (24, 24 + 16 + len(_pkts()[0].data)) else 1) or frames
+
+
+def test_directory() -> None:
+    with pytest.raises(UsageError, match="it is a directory"):
+        CaptureFile(str(Path(__file__).parent))

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from support import SHARED_CAPTURES
 
 from kdissect.cli import cli
 from kdissect.filter import FilterError, compile_filter
@@ -24,8 +25,7 @@ from kdissect.filter.printer import literal_text
 from kdissect.pipeline import dissect_file
 from kdissect.render.jsonout import message_dict
 
-SHARED = Path(__file__).resolve().parents[3] / ".." / "shared"
-CAPTURES = SHARED / "captures"
+CAPTURES = SHARED_CAPTURES
 PRESENT = object()
 SAMPLES = [
     "kafka/gen__mock_ck_produce_basic.pcap",

@@ -79,3 +79,81 @@ def test_flush_reports_an_incomplete_message() -> None:
     (pdu,) = f.flush()
     assert len(pdu.data) == 20
     assert pdu.diagnostics[-1].key == "tcp.incomplete"
+
+
+class CountingFramer(LengthPrefixedFramer):
+    """Counts the candidate offsets judged: the measure of the resynchronisation's work."""
+
+    judged = 0
+
+    def _verdict(self, i: int) -> tuple[bool | None, int]:
+        self.judged += 1
+        return super()._verdict(i)
+
+
+def test_resync_work_is_linear_behind_a_candidate_that_waits_for_data() -> None:
+    # A plausible header announcing 50 MB, then zeros in 1460-byte segments: the candidate
+    # waits for data that never confirms it, and every later offset must be judged only once.
+    f = CountingFramer(100 * 1024 * 1024, min_frame=4)
+    f.set_probe(starts_with_m, False)
+    stream = struct.pack(">I", 50_000_000) + b"M" + b"\x00" * (256 * 1024)
+    for i in range(0, len(stream), 1460):
+        f.feed(stream[i : i + 1460], i // 1460 + 1, float(i))
+    assert f.judged <= len(stream) + 2 * len(stream) // 1460
+    assert len(f.waiting) == 1
+
+
+def test_resync_work_is_linear_with_many_waiting_candidates() -> None:
+    f = CountingFramer(1 << 30)
+    f.set_probe(starts_with_m, False)
+    stream = (struct.pack(">I", 1 << 29) + b"M") * 2000  # each such offset waits for 512 MB
+    for i in range(0, len(stream), 100):
+        f.feed(stream[i : i + 100], i // 100 + 1, float(i))
+    # Each offset is judged once; a waiting candidate again only when its data has come.
+    assert f.judged <= len(stream) + 64 * 4
+
+
+def test_a_message_filling_the_first_segments_is_a_boundary_whatever_its_bytes() -> None:
+    # Captured mid-connection: the first segments hold one whole message the probe does not
+    # recognise; it is still framed, and no boundary is invented inside it.
+    f = LengthPrefixedFramer(1000)
+    f.set_probe(starts_with_m, False)
+    odd = msg(b"X" + b"\x00\x00\x00\x05Mzzzz" + b"y" * 20)
+    out = f.feed(odd[:9], 1, 0.0) + f.feed(odd[9:], 2, 0.5)
+    out += f.feed(msg(b"M" + b"a" * 40), 3, 1.0)
+    out += f.flush()
+    assert [p.data for p in out] == [odd, msg(b"M" + b"a" * 40)]
+    assert not any(d.key == "framing.resync" for p in out for d in p.diagnostics)
+
+
+def test_only_the_first_segments_of_a_stream_frame_without_the_probe() -> None:
+    f = LengthPrefixedFramer(1000)
+    f.set_probe(starts_with_m, True)
+    out = f.feed(msg(b"Ma"), 1, 0.0) + f.gap(10, 1, 2)
+    odd = msg(b"X" * 10)  # after a gap, a segment the probe rejects is not a message
+    out += f.feed(odd, 2, 0.5) + f.feed(msg(b"M" + b"b" * 40), 3, 1.0) + f.flush()
+    assert [p.data for p in out] == [msg(b"Ma"), msg(b"M" + b"b" * 40)]
+
+
+def test_a_length_that_ends_mid_segment_is_not_a_first_segment_boundary() -> None:
+    f = LengthPrefixedFramer(1000)
+    f.set_probe(starts_with_m, False)
+    junk = b"\x00\x00\x00\x02zz" + b"\xff" * 5  # frames 6 bytes inside an 11-byte segment
+    out = f.feed(junk, 1, 0.0) + f.feed(msg(b"M" + b"a" * 40) + msg(b"Mb"), 2, 1.0) + f.flush()
+    assert [p.data for p in out] == [msg(b"M" + b"a" * 40), msg(b"Mb")]
+
+
+def test_an_empty_message_is_a_message_when_in_sync() -> None:
+    f = LengthPrefixedFramer(1000, min_frame=4)
+    f.set_probe(starts_with_m, True)
+    out = f.feed(msg(b"Maaaa") + msg(b"") + msg(b"Mbbbb"), 1, 0.0)
+    assert [p.data for p in out] == [msg(b"Maaaa"), msg(b""), msg(b"Mbbbb")]
+    assert not any(p.diagnostics for p in out)
+
+
+def test_a_short_length_below_the_minimum_resynchronises() -> None:
+    f = LengthPrefixedFramer(1000, min_frame=4)
+    f.set_probe(starts_with_m, True)
+    out = f.feed(msg(b"Maaaa") + b"\x00\x00\x00\x02zz" + msg(b"Mbbbb"), 1, 0.0) + f.flush()
+    assert [p.data for p in out] == [msg(b"Maaaa"), msg(b"Mbbbb")]
+    assert out[1].diagnostics[0].message == "message length 2 outside 4..1000: resynchronising"

@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from support import SHARED_CAPTURES
 
 from kdissect.dissect.base import Options
 from kdissect.dissect.registry import DissectorRegistry
 from kdissect.model import Message
 from kdissect.pipeline import dissect_file
 
-SHARED = Path(__file__).resolve().parents[3] / ".." / "shared"
-CAPTURES = SHARED / "captures" / "kafka"
+CAPTURES = SHARED_CAPTURES / "kafka"
 
 
 def capture(name: str) -> Path:

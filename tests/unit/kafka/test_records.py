@@ -14,8 +14,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
+from kdissect.dissect import base
 from kdissect.dissect.base import Options
-from kdissect.kafka import records_common
 from kdissect.kafka.records import decode_records
 from kdissect.model import ARRAY, FLAGS, TIME_MS, Diagnostic, Field, Group, Severity, format_ms
 from kdissect.model import format_ms as time_display
@@ -317,9 +317,11 @@ def test_unknown_magic_and_tiny_length() -> None:
 
 
 def test_record_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(records_common, "MAX_RECORD_FIELDS", 7)
-    _, diags, stats = decode(v2_batch(0) + v2_batch(0) + v2_batch(0))
-    assert keys(diags) == ["kafka.records.limit"] and (stats["records"], stats["batches"]) == (5, 2)
+    monkeypatch.setattr(base, "MAX_ENTRIES", 7)
+    f, diags, stats = decode(v2_batch(0) + v2_batch(0) + v2_batch(0))
+    # 7 shown: batch, 4 records, batch, 1 record; the rest counted from the batch headers
+    assert keys(diags) == ["kafka.records.limit"] and (stats["records"], stats["batches"]) == (12, 3)
+    assert [len(b.child("records").children or []) for b in f.children or []] == [4, 1]
     tiny = struct.pack(">qiib", 0, 14, 0, 2) + bytes(9)  # impossible RecordBatches, 26 bytes each
     _, diags, stats = decode(tiny * 50)
     assert keys(diags).count("kafka.records.bad_length") == 7 and keys(diags)[-1] == "kafka.records.limit"

@@ -18,13 +18,14 @@ import dpkt
 import lz4.frame
 import pytest
 from kafka.record.memory_records import MemoryRecords
+from support import SHARED_CAPTURES
 
 from kdissect.dissect.base import Options
 from kdissect.kafka.records import decode_records
 from kdissect.model import Field, Group, Severity, format_ms
 
 ROOT = Path(__file__).resolve().parents[3]
-SHARED = ROOT / ".." / "shared" / "captures" / "kafka"
+SHARED = SHARED_CAPTURES / "kafka"
 OWN = ROOT / "captures" / "kafka"
 OPTS = Options()
 Rec = tuple[int, object, bytes | None, bytes | None, list[tuple[str, bytes | None]]]

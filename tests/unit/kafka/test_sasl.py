@@ -13,7 +13,7 @@ from kafka.net.sasl.scram import ScramClient
 
 from kdissect.dissect.base import Options
 from kdissect.kafka.sasl import REDACTED, decode_sasl_auth_bytes, guess_mechanism
-from kdissect.model import Field
+from kdissect.model import SECRET, Field
 
 HIDE, SHOW = Options(), Options(show_secrets=True)
 SALT = base64.b64encode(b"0123456789abcdef").decode()
@@ -160,3 +160,24 @@ def test_capture_sasl_exchanges() -> None:
     assert proofs == {REDACTED}
     shown = {t["password"] for _, t in _sasl_tokens(True) if t["mechanism"] == "PLAIN"}
     assert shown == {"alice-secret", "wrong"}
+
+
+def test_oauthbearer_token_offsets_are_byte_exact() -> None:
+    """Offsets count bytes, so a value that is not UTF-8 before the token cannot shift the
+    token's span (hex dumps mask exactly that span); a token without a scheme is still hidden."""
+    data = b"n,,\x01x=\xff\xfe\x01auth=Bearer tok.en\x01\x01"
+    auth = next(f for f in decode_sasl_auth_bytes("OAUTHBEARER", data, 10, True, HIDE) if f.name == "auth")
+    token = auth.children[1]  # type: ignore[index]
+    assert (token.value, token.hint) == (REDACTED, SECRET)
+    assert data[token.offset - 10 : token.offset - 10 + token.length] == b"tok.en"
+    bare = b"n,,\x01auth=opaque-token\x01\x01"
+    auth = next(f for f in decode_sasl_auth_bytes("OAUTHBEARER", bare, 0, True, HIDE) if f.name == "auth")
+    scheme, token = auth.children  # type: ignore[misc]
+    assert (scheme.value, token.value) == ("", REDACTED)
+    assert bare[token.offset : token.offset + token.length] == b"opaque-token"
+
+
+def test_redacted_fields_are_marked_secret() -> None:
+    data = SaslMechanismPlain(sasl_plain_username="alice", sasl_plain_password="pa55").auth_bytes()
+    assert [f.name for f in decode_sasl_auth_bytes("PLAIN", data, 0, True, HIDE) if f.hint == SECRET] == ["password"]
+    assert not [f for f in decode_sasl_auth_bytes("PLAIN", data, 0, True, SHOW) if f.hint == SECRET]

@@ -13,7 +13,6 @@ from kdissect.dissect.base import ConversationState, Options, run_dissector
 from kdissect.model import Field, Message, Pdu
 from kdissect.pulsar.dissector import DISSECTOR
 
-SHARED = Path(__file__).resolve().parents[3] / ".." / "shared"
 OWN_CAPTURES = Path(__file__).resolve().parents[3] / "captures" / "pulsar"
 
 # BaseCommand types used in tests (PulsarApi.proto)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pulsar_testlib import OWN_CAPTURES, SHARED, root
+from pulsar_testlib import OWN_CAPTURES, root
+from support import SHARED
 
 from kdissect.dissect.base import Options
 from kdissect.model import Message, Severity

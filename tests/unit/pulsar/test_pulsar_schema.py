@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pulsar_testlib import SHARED
+from support import SHARED
 
 from kdissect.pulsar.schema_table import ENUMS, MESSAGES, PROTOCOL_VERSION
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support import SHARED_CAPTURES
 
 from kdissect.model import Message
 from kdissect.pipeline import dissect_file
 
 REPO = Path(__file__).resolve().parents[3]
-SHARED = REPO / ".." / "shared" / "captures" / "rocketmq"
+SHARED = SHARED_CAPTURES / "rocketmq"
 OWN = REPO / "captures" / "rocketmq"
 
 

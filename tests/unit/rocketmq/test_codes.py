@@ -4,11 +4,12 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from support import SHARED
 
 from kdissect.rocketmq.codes import LANGUAGES, REQUEST_CODES, RESPONSE_CODES, SEND_V2_FIELDS
 
 REPO = Path(__file__).resolve().parents[3]
-SPEC = REPO / ".." / "shared" / "rocketmq-spec"
+SPEC = SHARED / "rocketmq-spec"
 
 
 def test_known_values() -> None:

@@ -131,8 +131,10 @@ def test_truncated_message_keeps_earlier_ones(run: Run) -> None:
     good = enc.stored_message("t", b"ok")
     resp = run(enc.frame(0, opaque=7, flag=1, body=good + good[:30]), to_server=False)
     msgs = next(f for f in resp.fields if f.name == "messages").children or []
-    assert msgs[0].get("body") == b"ok" and msgs[1].name == "undecoded"
+    assert msgs[0].get("body") == b"ok" and msgs[1].name == "message" and msgs[2].name == "undecoded"
+    assert [f.name for f in msgs[1].children or []][:3] == ["total_size", "magic", "body_crc"]
     assert [d.key for d in resp.diagnostics] == ["rocketmq.message_malformed"]
+    assert resp.summary.endswith("(malformed)")
 
 
 def test_json_body_fastjson(run: Run) -> None:

@@ -81,3 +81,11 @@ def test_json_header_wrong_types_are_diagnosed() -> None:
 def test_json_nested_ext_value_kept_as_text() -> None:
     h = decode_json(b'{"code":1,"opaque":2,"extFields":{"a":{"b":[1]},"c":null}}', 8)
     assert [(e.key, e.value) for e in h.ext] == [("a", '{"b":[1]}'), ("c", None)]
+
+
+def test_ext_field_numbers_with_control_whitespace_are_read_or_left_as_text() -> None:
+    from kdissect.rocketmq.extfields import _as_int
+
+    assert _as_int("179533018606\x1f") == 179533018606  # str.strip() removes \x1f; int() does not
+    assert _as_int(" 42 ") == 42
+    assert _as_int("4 2") is None and _as_int(None) is None and _as_int(True) is None

@@ -6,15 +6,16 @@ import struct
 from pathlib import Path
 
 import pytest
+from support import SHARED, SHARED_CAPTURES
 
 from kdissect.dissect.base import ConversationState, Options, run_dissector
 from kdissect.model import Field, Message, Pdu
 from kdissect.zookeeper.dissector import DISSECTOR
 
 REPO = Path(__file__).resolve().parents[3]
-SHARED_ZK = REPO / ".." / "shared" / "captures" / "zookeeper"
+SHARED_ZK = SHARED_CAPTURES / "zookeeper"
 OWN_ZK = REPO / "captures" / "zookeeper"
-SPEC = REPO / ".." / "shared" / "zookeeper-spec"
+SPEC = SHARED / "zookeeper-spec"
 
 
 def shared_capture(name: str) -> Path:

@@ -1,0 +1,141 @@
+"""What one Kafka message may cost: the decompression budget is the message's (all its
+partitions together), records and batches shown and array elements are counted per message,
+and past each limit decoding goes on without building more (or stops, for arrays) with a
+diagnostic. Inputs are built here; kafka-python's record builders are the encoder."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from pcapgen import kafka_request
+
+from kdissect.dissect import base
+from kdissect.dissect.base import Options, run_dissector
+from kdissect.kafka import headers
+from kdissect.kafka.dissector import DISSECTOR
+from kdissect.model import Field, Group, Message, Pdu, Severity
+
+ZSTD = 4
+
+
+def batch(values: list[bytes], codec: int = 0) -> bytes:
+    b = DefaultRecordBatchBuilder(2, codec, False, -1, -1, -1, 1 << 24)
+    for i, v in enumerate(values):
+        b.append(i, 1700000000000 + i, None, v, [])
+    return bytes(b.build())
+
+
+def produce(partitions: list[bytes], corr: int = 1) -> bytes:
+    """Produce v3: one topic, one partition per records blob."""
+    topic = b"t"
+    body = struct.pack(">hhi", -1, 1, 30000) + struct.pack(">ih", 1, len(topic)) + topic
+    body += struct.pack(">i", len(partitions))
+    body += b"".join(struct.pack(">ii", i, len(rec)) + rec for i, rec in enumerate(partitions))
+    return kafka_request(0, 3, corr, "p", body)
+
+
+def dissect(data: bytes, opts: Options | None = None) -> Message:
+    msg = Message(Pdu(data, [1], 0.0, 0.0, True), 0, "c", "s", "kafka")
+    run_dissector(DISSECTOR, msg, DISSECTOR.new_state(), opts or Options())
+    return msg
+
+
+def field(msg: Message, name: str) -> Field:
+    return next(f for f in msg.fields if f.name == name)
+
+
+def partitions(msg: Message) -> list[Field]:
+    topics = field(msg, "topic_data").children or []
+    return topics[0].child("partition_data").children or []  # type: ignore[union-attr]
+
+
+def records_shown(partition: Field) -> int:
+    """Records decoded in a partition's first batch (none when it was not decompressed)."""
+    batches = partition.child("records")
+    first = batches.children[0] if batches is not None and batches.children else None
+    records = first.child("records") if first is not None else None
+    return len(records.children or []) if records is not None else 0
+
+
+def keys(msg: Message) -> list[str]:
+    return [d.key for d in msg.diagnostics]
+
+
+def test_decompression_budget_is_the_messages_not_each_partitions() -> None:
+    one = batch([bytes(400_000)], ZSTD)  # a few hundred bytes that inflate to 400 kB
+    msg = dissect(produce([one] * 4), Options(max_decompressed=1_000_000))
+    # two partitions fit in the budget; the third would pass it; the fourth is not tried
+    assert [records_shown(p) for p in partitions(msg)] == [1, 1, 0, 0]
+    assert keys(msg) == ["kafka.records.decompression_cap", "kafka.records.decompression_budget"]
+    cap = msg.diagnostics[0]
+    assert "bytes left of the message's 1000000-byte decompression budget" in cap.message
+    assert (msg.diagnostics[1].severity, msg.diagnostics[1].group) == (Severity.WARNING, Group.UNDECODED)
+    assert 800_000 < msg.inflated < 800_100  # what the two decoded batches inflated to
+    assert msg.summary.endswith("t[0:1 record, 1:1 record, 2:0 records, 3:0 records]")
+
+
+def test_records_shown_are_counted_per_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(base, "MAX_ENTRIES", 10)
+    msg = dissect(produce([batch([b"v"] * 4)] * 3))
+    # batch + 4 records, batch + 4 records: 10 shown; the third partition's batch is counted
+    # from its header, like the records past the limit
+    assert [len(p.child("records").children or []) for p in partitions(msg)] == [1, 1, 0]  # type: ignore[union-attr]
+    assert [records_shown(p) for p in partitions(msg)] == [4, 4, 0]
+    assert keys(msg) == ["kafka.records.limit"]
+    assert msg.summary.endswith("t[0:4 records, 1:4 records, 2:4 records]")
+
+
+def test_records_limit_in_summary_only_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(base, "MAX_ENTRIES", 2)
+    msg = dissect(produce([batch([b"v"] * 4)] * 3), Options(record_detail=False))
+    assert msg.summary.endswith("t[0:4 records, 1:4 records, 2:4 records]")
+    assert keys(msg) == ["kafka.records.limit"]
+
+
+def metadata_v0(n: int) -> bytes:
+    body = struct.pack(">i", n) + b"".join(struct.pack(">h", 2) + b"t%d" % (i % 10) for i in range(n))
+    return kafka_request(3, 0, 9, "m", body)
+
+
+def test_array_past_the_element_limit_keeps_the_first_elements(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(base, "MAX_ELEMENTS", 50)
+    msg = dissect(metadata_v0(1000))
+    topics = field(msg, "topics")
+    assert len(topics.children or []) == 50 and topics.label == "topics (first 50 of 1000)"
+    assert keys(msg) == ["kafka.array_cap"]
+    d = msg.diagnostics[0]
+    assert (d.severity, d.group) == (Severity.WARNING, Group.UNDECODED)
+    assert "1000 elements" in d.message and "the first 50 are shown" in d.message
+    assert msg.summary.startswith("Metadata v0 request corr=9 client=m topics=[t0, t1, t2")
+    assert msg.info["topics"][:2] == ["t0", "t1"]
+
+
+def test_array_limit_inside_a_nested_array_keeps_the_tree_so_far(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(base, "MAX_ELEMENTS", 5)
+    msg = dissect(produce([batch([b"v"])] * 8))  # topics: 1, then 8 partitions: 9 elements
+    parts = partitions(msg)
+    assert len(parts) == 4 and parts[-1].child("records") is not None
+    assert keys(msg) == ["kafka.array_cap"]
+    assert "8 elements" in msg.diagnostics[0].message
+    assert not any(d.group == Group.MALFORMED for d in msg.diagnostics)
+
+
+def test_impossible_counts_stay_malformed() -> None:
+    msg = dissect(kafka_request(3, 0, 9, "m", struct.pack(">i", 1_000_000) + b"\x00\x00" * 10))
+    assert keys(msg) == ["kafka.badlength"]
+
+
+def test_a_million_empty_topic_names_stop_at_the_default_limit() -> None:
+    msg = dissect(kafka_request(3, 0, 9, "m", struct.pack(">i", 1_000_000) + b"\x00\x00" * 1_000_000))
+    assert len(field(msg, "topics").children or []) == base.MAX_ELEMENTS
+    assert keys(msg) == ["kafka.array_cap"]
+
+
+def test_a_header_of_too_many_tagged_fields_is_garbage(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(headers, "MAX_ELEMENTS", 100)
+    tagged = bytes([200, 1]) + b"".join(bytes([i, 0]) for i in range(100)) + bytes([0x81, 0x01, 0]) * 100
+    payload = struct.pack(">hhih", 18, 3, 5, 1) + b"c" + tagged + b"\x00\x00\x00"
+    msg = dissect(struct.pack(">i", len(payload)) + payload)
+    assert keys(msg) == ["kafka.badlength"]

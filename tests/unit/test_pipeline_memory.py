@@ -1,0 +1,137 @@
+"""What the pipeline holds: the decompressed bytes of messages held back or waiting for a
+response are bounded capture-wide (the oldest lose their decoded bodies, with a diagnostic),
+and closed conversations leave nothing behind."""
+
+from __future__ import annotations
+
+import gc
+import struct
+import zlib
+
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from pcapgen import TcpConn, ethernet, kafka_request, kafka_response
+
+from kdissect.capture.pcapfile import RawFrame
+from kdissect.model import Message, secret_ranges
+from kdissect.pipeline import Pipeline
+from kdissect.rocketmq import encode as rocketmq
+from kdissect.stream.flow import Conversation
+
+VALUE = 100_000
+
+
+def produce(corr: int) -> bytes:
+    """Produce v3 of one zstd batch whose record inflates to VALUE bytes (a few hundred on the wire)."""
+    b = DefaultRecordBatchBuilder(2, 4, False, -1, -1, -1, 1 << 20)
+    b.append(0, 1700000000000, None, bytes(VALUE), [])
+    records = bytes(b.build())
+    body = struct.pack(">hhi", -1, 1, 30000) + struct.pack(">ih", 1, 1) + b"t" + struct.pack(">i", 1)
+    body += struct.pack(">ii", 0, len(records)) + records
+    return kafka_request(0, 3, corr, "p", body)
+
+
+PRODUCE_RESPONSE = struct.pack(">ih", 1, 1) + b"t" + struct.pack(">iihqq", 1, 0, 0, 0, -1) + struct.pack(">i", 0)
+
+
+def feed(pipe: Pipeline, pkts: list[tuple[float, bytes]]) -> list[Message]:
+    out: list[Message] = []
+    for i, (ts, p) in enumerate(pkts):
+        frame = ethernet(p)
+        out += pipe.feed(RawFrame(i + 1, ts, 1, frame, len(frame)))
+    return out + pipe.finish()
+
+
+def dropped(m: Message) -> bool:
+    return any(d.key == "pipeline.body_dropped" for d in m.diagnostics)
+
+
+def test_oldest_held_bodies_are_dropped_past_the_budget() -> None:
+    c = TcpConn()
+    pkts = [(100.0, p) for p in c.handshake()]
+    pkts += [(100.1 + i, c.segment(True, produce(i))) for i in range(5)]  # never answered
+    pipe = Pipeline()
+    pipe.held.limit = 250_000
+    msgs = feed(pipe, pkts)
+    assert [m.inflated > VALUE for m in msgs] == [True] * 5
+    assert [dropped(m) for m in msgs] == [True, True, True, False, False]
+    for m in msgs:
+        assert m.summary == f"Produce v3 request corr={m.info['corr']} client=p acks=1 t[0:1 record]"
+    topics = next(f for f in msgs[0].fields if f.name == "topic_data")
+    assert topics.children == [] and topics.label == "topic_data (not kept)"
+    kept = next(f for f in msgs[4].fields if f.name == "topic_data")
+    assert kept.get("partition_data.records.records.value") == bytes(VALUE)
+    d = next(d for d in msgs[0].diagnostics if d.key == "pipeline.body_dropped")
+    assert "250000" in d.message
+
+
+def test_answered_requests_do_not_count() -> None:
+    c = TcpConn()
+    pkts = [(100.0, p) for p in c.handshake()]
+    for i in range(5):
+        pkts.append((100.1 + i, c.segment(True, produce(i))))
+        pkts.append((100.2 + i, c.segment(False, kafka_response(i, PRODUCE_RESPONSE))))
+    pipe = Pipeline()
+    pipe.held.limit = 150_000
+    msgs = feed(pipe, pkts)
+    assert len(msgs) == 10 and not any(dropped(m) for m in msgs)
+    assert all(m.match is not None for m in msgs)
+    assert pipe.held.total == 0
+
+
+def test_a_released_request_still_pending_counts_until_answered() -> None:
+    c = TcpConn()
+    pkts = [(0.0, p) for p in c.handshake()]
+    # 200 s apart: each request is released unanswered when the next arrives, and stays pending
+    pkts += [(200.0 * (i + 1), c.segment(True, produce(i))) for i in range(3)]
+    pipe = Pipeline()
+    pipe.held.limit = 250_000
+    msgs = feed(pipe, pkts)
+    assert [dropped(m) for m in msgs] == [True, False, False]
+
+
+def test_messages_nothing_keeps_are_forgotten() -> None:
+    c = TcpConn()
+    pkts = [(100.0, p) for p in c.handshake()]
+    pkts += [(100.1 + i, c.segment(True, produce(i))) for i in range(3)]
+    pkts += [(104.0, c.fin(True)), (104.1, c.fin(False))]
+    pipe = Pipeline()
+    for i, (ts, p) in enumerate(pkts):
+        frame = ethernet(p)
+        pipe.feed(RawFrame(i + 1, ts, 1, frame, len(frame)))  # the output is not kept
+    pipe.finish()
+    assert pipe.held.total == 0
+
+
+def test_closed_conversations_are_freed_without_the_cycle_collector() -> None:
+    pkts: list[tuple[float, bytes]] = []
+    for i in range(20):
+        c = TcpConn(cport=30000 + i)
+        pkts += [(100.0, p) for p in c.handshake()]
+        pkts.append((100.1, c.segment(True, kafka_request(18, 0, 1, "a"))))
+        pkts.append((100.2, c.segment(False, kafka_response(1, struct.pack(">hi", 0, 0)))))
+        pkts += [(100.3, c.fin(True)), (100.4, c.fin(False))]
+    gc.collect()
+    gc.disable()
+    try:
+        pipe = Pipeline()
+        msgs = feed(pipe, pkts)
+        alive = sum(isinstance(o, Conversation) for o in gc.get_objects())
+    finally:
+        gc.enable()
+    assert len(msgs) == 40 and alive == 0
+    assert not pipe.closed_streams
+
+
+def test_redacted_values_stay_masked_when_a_body_is_dropped() -> None:
+    c = TcpConn(sport=10911)
+    pkts = [(100.0, p) for p in c.handshake()]
+    ext = {"topic": "t", "sysFlag": "1", "Signature": "c2lnbmF0dXJl"}  # sysFlag: COMPRESSED, zlib
+    for i in range(3):
+        frame = rocketmq.frame(10, opaque=i, ext=ext, body=zlib.compress(bytes(VALUE)))
+        pkts.append((100.1 + i, c.segment(True, frame)))
+    pipe = Pipeline()
+    pipe.held.limit = 150_000
+    msgs = feed(pipe, pkts)
+    assert [dropped(m) for m in msgs] == [True, True, False]
+    for m in msgs:
+        assert [m.data[at:at + n] for at, n in secret_ranges(m)] == [b"c2lnbmF0dXJl"]
