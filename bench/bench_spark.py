@@ -118,8 +118,8 @@ def generate(out: Path, size_mb: int, big_mb: int = 200) -> list[Path]:
 
 def single(files: list[Path], out: Path) -> tuple[float, int]:
     from kdissect.dissect.base import Options
-    from kdissect.dissect.registry import DissectorRegistry
     from kdissect.pipeline import dissect_file
+    from kdissect.protocols import DissectorRegistry
     from kdissect.render.jsonout import dumps, message_dict
 
     t = time.perf_counter()

@@ -16,7 +16,7 @@ from typing import IO
 import click
 
 from kdissect import __version__
-from kdissect.cliutil import CAPTURE_PATH, build, decode_options, iter_capture, make_console
+from kdissect.cliutil import CAPTURE_PATH, build, decode_options, iter_capture, text_renderer
 from kdissect.commands.catalog import fields, protocols
 from kdissect.commands.conversations import conversations, follow
 from kdissect.commands.sniff import interfaces, sniff
@@ -59,10 +59,8 @@ def cli() -> None:
 def read(capture: str, count: int | None, verbose: bool, hexdump: bool, no_color: bool,
          decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int, show_secrets: bool) -> None:
     """Print one line per message of CAPTURE, like Wireshark's packet list."""
-    from kdissect.render.text import TextRenderer
-
     registry, opts = build(decode_as, max_bytes, max_decompressed, show_secrets, summary_only=not verbose)
-    renderer = TextRenderer(make_console(no_color), verbose, hexdump, max_bytes)
+    renderer = text_renderer(no_color, verbose, hexdump, max_bytes)
     for n, m in enumerate(iter_capture(capture, registry, opts), 1):
         renderer.render(m)
         if count is not None and n >= count:

@@ -11,8 +11,8 @@ from typing import IO, Any, TypeVar
 import click
 
 from kdissect.dissect.base import Options
-from kdissect.dissect.registry import DissectorRegistry, parse_decode_as
 from kdissect.model import Message
+from kdissect.protocols import DissectorRegistry, parse_decode_as
 
 F = TypeVar("F", bound=Callable[..., Any])
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
@@ -112,6 +112,16 @@ def _iter_all(path: str, registry: DissectorRegistry, opts: Options) -> Iterator
         click.echo(f"kdissect: warning: {w}", err=True)
     for n in notes(counters, capture_name(path)):
         click.echo(f"kdissect: {n}", err=True)
+
+
+def text_renderer(no_color: bool, verbose: bool, hexdump: bool, max_bytes: int,
+                  console: Any = None) -> Any:
+    """The packet-list renderer, each protocol's column in that protocol's colour."""
+    from kdissect import protocols
+    from kdissect.render.text import TextRenderer
+
+    styles = {d.name: d.style for d in protocols.dissectors()}
+    return TextRenderer(console or make_console(no_color), verbose, hexdump, max_bytes, styles)
 
 
 def make_console(no_color: bool, file: IO[str] | None = None) -> Any:

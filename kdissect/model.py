@@ -39,7 +39,8 @@ class Group(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
-    """One expert-info item attached to a message."""
+    """One expert-info item attached to a message. Built only by a catalogue
+    (kdissect/diagnostics.py), where each key is declared once with its severity and group."""
 
     severity: Severity
     group: Group
@@ -57,18 +58,6 @@ class Diagnostic:
         if self.offset >= 0:
             out["offset"] = self.offset
         return out
-
-
-def error(key: str, message: str, offset: int = -1, group: Group = Group.MALFORMED) -> Diagnostic:
-    return Diagnostic(Severity.ERROR, group, key, message, offset)
-
-
-def warning(key: str, message: str, offset: int = -1, group: Group = Group.PROTOCOL) -> Diagnostic:
-    return Diagnostic(Severity.WARNING, group, key, message, offset)
-
-
-def note(key: str, message: str, offset: int = -1, group: Group = Group.COMMENT) -> Diagnostic:
-    return Diagnostic(Severity.NOTE, group, key, message, offset)
 
 
 # Display hints for Field.hint. Renderers choose a presentation from them; they never

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from support import SHARED, shared_captures, sidecar_decode_as
 
-from kdissect.dissect.registry import DissectorRegistry
 from kdissect.pipeline import dissect_file
+from kdissect.protocols import DissectorRegistry
 
 FRAMING_KEYS = {"framing.bad_length", "framing.resync", "tcp.gap", "tcp.incomplete", "tcp.overlap"}
 # Captures whose responses cannot be matched, and why (see docs/kafka.md):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pcapgen import ethernet
 
 from kdissect.capture.pcapfile import RawFrame
-from kdissect.dissect.registry import DissectorRegistry
 from kdissect.model import Message
 from kdissect.pipeline import Pipeline
+from kdissect.protocols import DissectorRegistry
 
 
 def run_packets(pkts: list[bytes], registry: DissectorRegistry | None = None, t0: float = 100.0,

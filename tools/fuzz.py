@@ -47,9 +47,9 @@ sys.path.insert(0, str(ROOT))
 from kdissect.capture.l2l4 import decode  # noqa: E402
 from kdissect.capture.pcapfile import CaptureFile, RawFrame  # noqa: E402
 from kdissect.dissect.base import Options  # noqa: E402
-from kdissect.dissect.registry import DissectorRegistry  # noqa: E402
 from kdissect.errors import UsageError  # noqa: E402
 from kdissect.pipeline import Pipeline  # noqa: E402
+from kdissect.protocols import DissectorRegistry  # noqa: E402
 
 CAPTURES = ROOT / "captures"
 PROTOCOLS = ("kafka", "zookeeper", "pulsar", "rocketmq")
@@ -511,7 +511,7 @@ def _parallel(target: Target, args: argparse.Namespace) -> Stats:
 
 def replay(path: Path, decode_as: list[str]) -> int:
     """Run a saved input with the traceback shown."""
-    from kdissect.dissect.registry import parse_decode_as
+    from kdissect.protocols import parse_decode_as
 
     registry = DissectorRegistry(decode_as=parse_decode_as(decode_as))
     t0 = time.perf_counter()

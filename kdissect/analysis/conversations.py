@@ -1,5 +1,5 @@
-"""The TCP conversations of a capture: Conversation.describe() at each conversation's end, plus
-what the decoded messages add (requests, responses, errors, first and last time).
+"""The TCP conversations of a capture: describe() of each conversation at its end (a pipeline
+observer), plus what the decoded messages add (requests, responses, errors, first and last time).
 
 With a display filter, message counts cover the matching messages only and conversations
 without a match are left out.
@@ -13,12 +13,27 @@ from typing import Any
 
 from kdissect.analysis.coverage import notes
 from kdissect.analysis.stats import error_of
-from kdissect.capture.pcapfile import CaptureFile
+from kdissect.capture.pcapfile import capture_name
 from kdissect.dissect.base import Options
-from kdissect.dissect.registry import DissectorRegistry
 from kdissect.model import Message
-from kdissect.pipeline import Pipeline
+from kdissect.pipeline import Counters, Decoding, dissect_file
+from kdissect.protocols import DissectorRegistry
 from kdissect.stream.flow import Conversation
+
+
+def describe(conv: Conversation[Decoding]) -> dict[str, Any]:
+    """One conversation's row: endpoints, protocol (None if not decoded), packets, bytes, messages."""
+    client = conv.client if conv.client is not None else 0
+    return {
+        "stream": conv.index,
+        "client": conv.names[client],
+        "server": conv.names[1 - client],
+        "protocol": conv.app.dissector.name if conv.app is not None else None,
+        "packets": conv.packets,
+        "bytes_to_server": conv.bytes[client],
+        "bytes_to_client": conv.bytes[1 - client],
+        "messages": conv.app.messages if conv.app is not None else 0,
+    }
 
 
 @dataclass(slots=True)
@@ -49,8 +64,8 @@ class ConversationTable:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was seen when nothing was decoded (coverage.notes)
 
-    def on_end(self, conv: Conversation) -> None:
-        self.ended.append(conv.describe())
+    def conversation_ended(self, conv: Conversation[Decoding]) -> None:
+        self.ended.append(describe(conv))
 
     def on_message(self, m: Message, keep: Callable[[Message], bool] | None) -> None:
         if keep is None or keep(m):
@@ -75,17 +90,10 @@ class ConversationTable:
 
 def conversations(path: str, registry: DissectorRegistry, opts: Options,
                   keep: Callable[[Message], bool] | None = None) -> ConversationTable:
-    """Run the capture through a Pipeline and tabulate its conversations."""
+    """Run the capture through the pipeline and tabulate its conversations."""
     table = ConversationTable()
-    pipe = Pipeline(registry, opts)
-    pipe.capture = path
-    pipe.on_conversation_end = table.on_end
-    with CaptureFile(path) as cap:
-        for frame in cap:
-            for m in pipe.feed(frame):
-                table.on_message(m, keep)
-        for m in pipe.finish():
-            table.on_message(m, keep)
-        table.warnings.extend(cap.warnings)
-        table.notes.extend(notes(pipe.counters, cap.name))
+    counters = Counters()
+    for m in dissect_file(path, registry, opts, warnings=table.warnings, counters=counters, observers=[table]):
+        table.on_message(m, keep)
+    table.notes.extend(notes(counters, capture_name(path)))
     return table

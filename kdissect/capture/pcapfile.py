@@ -199,17 +199,6 @@ class CaptureFile:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def size(self) -> int:
-        """Size of the file on disk (compressed size for .gz); 0 for standard input, pipes and
-        FIFOs, whose size is not known in advance."""
-        if self._owned is None:
-            return 0
-        try:
-            st = os.fstat(self._owned.fileno())
-        except (OSError, ValueError):
-            return 0
-        return st.st_size if stat.S_ISREG(st.st_mode) else 0
-
     def position(self) -> int:
         """Bytes consumed from the file so far (compressed bytes for .gz; for progress)."""
         return self._src.consumed

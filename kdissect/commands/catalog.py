@@ -1,27 +1,20 @@
 """`kdissect protocols` and `kdissect fields [PROTO]`: what kdissect decodes and which field keys
-filters, `export --format fields` and Spark can use (like `tshark -G`)."""
+filters, `export --format fields` and Spark can use (like `tshark -G`); `kdissect fields
+--diagnostics [PROTO]`: every diagnostic kdissect can attach (like `tshark -G expert`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import click
 
-from kdissect.analysis.fieldkeys import (
-    KeyInfo,
-    common_keys,
-    dissector_keys,
-    kafka_keys,
-    observed_keys,
-    zookeeper_keys,
-)
+from kdissect.analysis.fieldkeys import common_keys, observed_keys
 from kdissect.cliutil import CAPTURE_PATH, build, decode_options, iter_capture
-from kdissect.dissect.registry import DissectorRegistry
-
-# Protocols whose dissector tables can be walked for keys.
-TABLE_WALKERS: dict[str, Callable[[], list[KeyInfo] | None]] = {"kafka": kafka_keys, "zookeeper": zookeeper_keys}
+from kdissect.diagnostics import Catalogue
+from kdissect.dissect.keyinfo import KeyInfo
+from kdissect.errors import UsageError
+from kdissect.protocols import DissectorRegistry, catalogues
 
 
 @click.command("protocols")
@@ -43,14 +36,29 @@ def protocols(fmt: str) -> None:
 @click.argument("proto", required=False)
 @click.option("--from", "capture", type=CAPTURE_PATH,
               help="List the keys seen in this capture (with counts and examples) instead of the tables.")
-@click.option("-F", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--diagnostics", "diagnostics", is_flag=True,
+              help="List the diagnostics (expert info) instead of field keys: key, severity, group, meaning.")
+@click.option("-F", "--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text",
+              show_default=True, help="markdown: with --diagnostics, the document docs/diagnostics.md.")
 @decode_options
-def fields(proto: str | None, capture: str | None, fmt: str, decode_as: tuple[str, ...], max_bytes: int,
-           max_decompressed: int, show_secrets: bool) -> None:
-    """List field keys: of PROTO (kafka, zookeeper, pulsar, rocketmq, kdissect), or of all.
+def fields(proto: str | None, capture: str | None, diagnostics: bool, fmt: str, decode_as: tuple[str, ...],
+           max_bytes: int, max_decompressed: int, show_secrets: bool) -> None:
+    """List field keys: of PROTO (see `kdissect protocols`; `kdissect` for the common keys), or
+    of all.
 
-    Kafka keys come from the schema tables (every API, request and response); for protocols
-    without a key table, use --from CAPTURE to list the keys their decoded messages carry."""
+    Keys come from each protocol's tables (Kafka: every API, request and response; ZooKeeper:
+    every jute record); for protocols without a key table, use --from CAPTURE to list the keys
+    their decoded messages carry.
+
+    With --diagnostics: every diagnostic kdissect can attach to a message, of PROTO (or
+    `transport`: TCP reassembly, framing, the pipeline) or of all, as each catalogue declares it."""
+    if diagnostics:
+        if capture is not None:
+            raise UsageError("--diagnostics lists the declared diagnostics: it takes no --from")
+        _print_diagnostics(_catalogues(proto), fmt)
+        return
+    if fmt == "markdown":
+        raise UsageError("-F markdown goes with --diagnostics")
     registry, opts = build(decode_as, max_bytes, max_decompressed, show_secrets)
     if proto is not None and proto != "kdissect":
         registry.get(proto)  # a UsageError names the known protocols
@@ -72,9 +80,7 @@ def _static(registry: DissectorRegistry, proto: str | None) -> tuple[list[KeyInf
     for d in registry.dissectors:
         if proto not in (None, d.name):
             continue
-        found = dissector_keys(d)
-        if found is None and d.name in TABLE_WALKERS:
-            found = TABLE_WALKERS[d.name]()
+        found = d.field_keys()
         if found is None:
             notes.append(f"{d.name}: no key table; `kdissect fields {d.name} --from CAPTURE` lists the keys "
                          "seen in a capture")
@@ -95,3 +101,58 @@ def _print(keys: list[KeyInfo], fmt: str) -> None:
         if k.count:
             extra = f"{k.count}× e.g. {k.example!r}"
         click.echo(f"{k.key}\t{k.type}\t{extra}")
+
+
+def _catalogues(proto: str | None) -> list[Catalogue]:
+    found = catalogues()
+    if proto is None:
+        return found
+    chosen = [c for c in found if c.name == proto.lower()]
+    if not chosen:
+        known = ", ".join(c.name for c in found)
+        raise UsageError(f"no diagnostics for {proto!r} (known: {known})")
+    return chosen
+
+
+def _print_diagnostics(cats: list[Catalogue], fmt: str) -> None:
+    if fmt == "json":
+        rows = [{"protocol": c.name, **e.to_json()} for c in cats for e in c]
+        click.echo(json.dumps(rows, indent=1, ensure_ascii=False))
+    elif fmt == "markdown":
+        click.echo(diagnostics_markdown(cats), nl=False)
+    else:
+        for c in cats:
+            for e in c:
+                click.echo(f"{e.key}\t{e.severity.value}\t{e.group.value}\t{e.description}")
+
+
+def diagnostics_markdown(cats: list[Catalogue]) -> str:
+    """docs/diagnostics.md: the table of every declared diagnostic, by catalogue."""
+    out = [
+        "# Diagnostics",
+        "",
+        "Every diagnostic (expert-info item) kdissect can attach to a message: its key, severity, group "
+        "and what it means. `read -V` shows a message's diagnostics as `[severity/group] key: text`, the "
+        "JSON export in `diagnostics`; display filters test them with `kdissect.diag` (the key) and "
+        "`kdissect.severity`.",
+        "",
+        "Each key is declared once, like Wireshark's expert items: a protocol's in "
+        "`kdissect/<proto>/diagnostics.py`, the transport layer's in `kdissect/diagnostics.py`. The keys "
+        "`<proto>.truncated`, `.badlength`, `.badvalue`, `.codecerror`, `.codecunavailable` and "
+        "`.decodeerror` are the MALFORMED diagnostic of a message that breaks, named after the error "
+        "that broke it. `kdissect fields --diagnostics [PROTO]` lists the same (`-F json` as JSON).",
+        "",
+        "This file is generated from the catalogues; after changing one, regenerate it with",
+        "",
+        "```",
+        "kdissect fields --diagnostics -F markdown > docs/diagnostics.md",
+        "```",
+        "",
+        "(`tests/unit/test_diagnostics.py` checks that it is up to date.)",
+    ]
+    for c in cats:
+        out += ["", f"## {c.title} (`{c.name}`)", "", "| key | severity | group | meaning |", "|---|---|---|---|"]
+        for e in c:
+            text = e.description.replace("|", "\\|")
+            out.append(f"| `{e.key}` | {e.severity.value} | {e.group.value} | {text} |")
+    return "\n".join(out) + "\n"

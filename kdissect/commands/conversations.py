@@ -10,7 +10,15 @@ import click
 from rich.table import Table
 
 from kdissect.analysis.conversations import conversations as collect
-from kdissect.cliutil import CAPTURE_PATH, build, current_filter, decode_options, iter_capture, make_console
+from kdissect.cliutil import (
+    CAPTURE_PATH,
+    build,
+    current_filter,
+    decode_options,
+    iter_capture,
+    make_console,
+    text_renderer,
+)
 
 
 def _size(n: int) -> str:
@@ -68,11 +76,9 @@ def _print_table(rows: list[dict[str, Any]], no_color: bool) -> None:
 def follow(capture: str, stream: int, verbose: bool, hexdump: bool, no_color: bool, decode_as: tuple[str, ...],
            max_bytes: int, max_decompressed: int, show_secrets: bool) -> None:
     """Print one conversation of CAPTURE decoded, requests and responses interleaved in order."""
-    from kdissect.render.text import TextRenderer
-
     registry, opts = build(decode_as, max_bytes, max_decompressed, show_secrets)
     console = make_console(no_color)
-    renderer = TextRenderer(console, verbose, hexdump, max_bytes)
+    renderer = text_renderer(no_color, verbose, hexdump, max_bytes, console)
     n = 0
     sent = [0, 0]
     for m in iter_capture(capture, registry, opts):

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from kdissect.cliutil import build, current_filter, decode_options, make_console
+from kdissect.cliutil import build, current_filter, decode_options, text_renderer
 from kdissect.model import Message
 
 
@@ -47,9 +47,7 @@ def _emitter(fmt: str, verbose: bool, hexdump: bool, no_color: bool, max_bytes: 
             out.write(dumps(message_dict(m, max_bytes)) + "\n")
 
         return emit
-    from kdissect.render.text import TextRenderer
-
-    return TextRenderer(make_console(no_color), verbose, hexdump, max_bytes).render
+    return text_renderer(no_color, verbose, hexdump, max_bytes).render
 
 
 class _Session:
@@ -151,8 +149,7 @@ def sniff(interface: str, bpf_filter: str, count: int | None, duration: float | 
 
     registry, opts = build(decode_as, max_bytes, max_decompressed, show_secrets)
     emit = _emitter(fmt, verbose, hexdump, no_color, max_bytes)
-    pipe = Pipeline(registry, opts, hold=False)
-    pipe.capture = f"live:{interface}"
+    pipe = Pipeline(registry, opts, hold=False, capture=f"live:{interface}")
     with LiveCapture(interface, bpf_filter, buffer_size) as cap, _StopFlag() as stop:
         writer = PcapWriter(write_path, cap.linktype) if write_path else None
         session = _Session(emit, count, writer, current_filter())

@@ -62,7 +62,7 @@ def spark(inputs: tuple[str, ...], out: str, master: str, fmt: str, report: bool
     """Decode INPUT captures (files, directories, globs; local or hdfs://, s3a://, file://)
     with Apache Spark into the messages, transactions and records tables under DIR,
     partitioned by protocol and date."""
-    from kdissect.dissect.registry import parse_decode_as
+    from kdissect.protocols import parse_decode_as
     from kdissect.spark.worker import Config
 
     cfg = Config(parse_decode_as(decode_as), max_bytes, max_decompressed, show_secrets, current_filter_text())

@@ -1,6 +1,6 @@
 """The Dissector interface and the per-PDU decode boundary.
 
-A dissector is a stateless object registered explicitly in dissect/registry.py. Per-conversation
+A dissector is a stateless object listed in kdissect/protocols.py. Per-conversation
 state (pending requests, negotiated versions) lives in the object its `new_state()` returns.
 """
 
@@ -9,11 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kdissect.diagnostics import Catalogue
+from kdissect.dissect.keyinfo import KeyInfo
 from kdissect.dissect.matcher import Matcher
 from kdissect.dissect.partial import take_partial
 from kdissect.errors import DecodeError
 from kdissect.framing.length_prefixed import Framer
-from kdissect.model import Diagnostic, Field, Group, Message, Severity
+from kdissect.model import Field, Message
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +83,21 @@ MALFORMED_MARK = "(malformed)"
 
 
 class ConversationState:
-    """What a dissector keeps per TCP conversation: pending requests, plus anything else."""
+    """What a dissector keeps per TCP conversation: its pending requests. A protocol that keeps
+    more subclasses it with typed attributes (KafkaConversation, PulsarConversation,
+    ZkConversation) and returns that from new_state()."""
+
+    __slots__ = ("pending",)
 
     def __init__(self, max_pending: int = 1024) -> None:
         self.pending: Matcher[Any] = Matcher(max_pending)
-        self.extra: dict[str, Any] = {}
+
+
+# A protocol's typed Spark column, as data: (column, SQL type, JSON paths) per member, the SQL
+# type in the column-type language of spark/sqltypes.py ("int", ("array", "string"), ...); a
+# path is dotted through the JSON export's `fields` ("info." reads `info`, "*" any member), and
+# the first path that holds a value of the right type wins.
+Projection = tuple[tuple[str, Any, tuple[str, ...]], ...]
 
 
 class Dissector(Protocol):
@@ -95,6 +107,14 @@ class Dissector(Protocol):
     title: str
     ports: tuple[int, ...]
     max_frame: int
+    style: str  # the protocol column's colour in the packet list (a rich style)
+    columns: Projection  # the protocol's struct column in the Spark messages table
+    diagnostics: Catalogue  # every diagnostic the protocol attaches (its <proto>/diagnostics.py)
+
+    def field_keys(self) -> list[KeyInfo] | None:
+        """Every field key this protocol's messages can carry, from its tables (for `kdissect
+        fields`); None when it has no key table (then `fields --from CAPTURE` lists them)."""
+        ...
 
     def probe(self, head: bytes) -> float:
         """How likely `head` (the first bytes a client sent) starts this protocol: 0.0-1.0.
@@ -123,15 +143,15 @@ class Dissector(Protocol):
 
 
 def run_dissector(d: Dissector, msg: Message, state: ConversationState, opts: Options) -> None:
-    """The one boundary per PDU: a DecodeError becomes a MALFORMED diagnostic plus a raw field
-    for the bytes that were not decoded. What was decoded before the break stays: the fields the
-    error's `partial` still carries are appended, and a summary the dissector already set gets
+    """The one boundary per PDU: a DecodeError becomes a MALFORMED diagnostic (from the protocol's
+    catalogue, named after the error's class: "kafka.truncated") plus a raw field for the bytes
+    that were not decoded. What was decoded before the break stays: the fields the error's
+    `partial` still carries are appended, and a summary the dissector already set gets
     " (malformed)". Any other exception is a bug and propagates."""
     try:
         d.dissect(msg, state, opts)
     except DecodeError as e:
-        kind = type(e).__name__.lower()
-        msg.add(Diagnostic(Severity.ERROR, Group.MALFORMED, f"{d.name}.{kind}", str(e), e.offset))
+        msg.add(d.diagnostics.malformed(e))
         kept = {id(f) for f in msg.fields}
         msg.fields += [f for f in take_partial(e) if id(f) not in kept]
         if not msg.summary:

@@ -12,12 +12,11 @@ V = TypeVar("V")
 
 
 class Matcher(Generic[V]):
-    __slots__ = ("_pending", "limit", "evicted")
+    __slots__ = ("_pending", "limit")
 
     def __init__(self, limit: int = 10000) -> None:
         self._pending: OrderedDict[Hashable, V] = OrderedDict()
         self.limit = limit
-        self.evicted = 0
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -28,7 +27,6 @@ class Matcher(Generic[V]):
         self._pending[key] = value
         if len(self._pending) > self.limit:
             _, old = self._pending.popitem(last=False)
-            self.evicted += 1
         return old
 
     def pop(self, key: Hashable) -> V | None:
@@ -41,13 +39,3 @@ class Matcher(Generic[V]):
         for v in self._pending.values():
             return v
         return None
-
-    def pop_oldest(self) -> V | None:
-        if not self._pending:
-            return None
-        return self._pending.popitem(last=False)[1]
-
-    def clear(self) -> list[V]:
-        out = list(self._pending.values())
-        self._pending.clear()
-        return out

@@ -1,6 +1,6 @@
 """The field-key namespace shared by display filters and `export --format fields`.
 
-- `<protocol>` (kafka, zookeeper, pulsar, rocketmq): the message is of that protocol.
+- `<protocol>` (a name `kdissect protocols` lists): the message is of that protocol.
 - `<protocol>.<path>`: the dotted path in the message's field tree, exactly as in the JSON export
   (`message_dict(m)["fields"]`). Arrays are transparent: `kafka.topics.name` is every topic
   name. `<path>_name` is the symbolic name of an ENUM/FLAGS field (the JSON `_name` sibling);
@@ -16,7 +16,6 @@ do not live in the tree); nothing here builds message_dict.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -25,7 +24,6 @@ from kdissect.model import ARRAY, ENUM, FLAGS, STRUCT, TIME_MS, Field, Message
 
 Nodes = Callable[[Message], list[Field]]
 PRESENT = object()  # the value of a struct or array: it exists, it has no scalar value
-DEFAULT_PROTOCOLS = ("kafka", "zookeeper", "pulsar", "rocketmq")
 _DISPLAYED = (ENUM, FLAGS, TIME_MS)
 
 
@@ -89,12 +87,10 @@ ALIASES = {
 }
 
 
-@functools.lru_cache(maxsize=1)
 def known_protocols() -> tuple[str, ...]:
-    from kdissect.dissect.registry import DissectorRegistry
+    from kdissect import protocols
 
-    names = [d.name for d in DissectorRegistry().dissectors]
-    return tuple(dict.fromkeys([*names, *DEFAULT_PROTOCOLS]))
+    return tuple(protocols.names())
 
 
 def compile_key(name: str, expr: str = "", pos: int = 0, protocols: Iterable[str] | None = None) -> Nodes:

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from functools import cache
 from typing import Protocol
 
-from kdissect.model import Diagnostic, Group, Pdu, Severity
+from kdissect.diagnostics import TRANSPORT
+from kdissect.model import Diagnostic, Pdu
 
 BoundaryProbe = Callable[[bytes], bool]
 
@@ -36,6 +37,14 @@ def _plausible_lengths(min_frame: int, max_frame: int) -> re.Pattern[bytes]:
     if 0 < min_frame <= 256:
         pattern += b"(?!\\x00\\x00\\x00[\\x00-" + b"\\x%02x" % (min_frame - 1) + b"])"
     return re.compile(pattern, re.DOTALL)
+
+
+def gap_diag(lost: int, frame_before: int, frame_after: int) -> Diagnostic:
+    """The `tcp.gap` diagnostic: `lost` bytes of the stream were not captured."""
+    return TRANSPORT(
+        "tcp.gap",
+        f"{lost} bytes missing from the capture between frames {frame_before} and {frame_after}",
+    )
 
 
 class Framer(Protocol):
@@ -129,10 +138,7 @@ class LengthPrefixedFramer:
     def gap(self, lost: int, frame_before: int, frame_after: int) -> list[Pdu]:
         """`lost` bytes of the stream were not captured."""
         out: list[Pdu] = []
-        diag = Diagnostic(
-            Severity.WARNING, Group.SEQUENCE, "tcp.gap",
-            f"{lost} bytes missing from the capture between frames {frame_before} and {frame_after}",
-        )
+        diag = gap_diag(lost, frame_before, frame_after)
         gap_start = self.base + len(self.buf)
         gap_end = gap_start + lost
         msg_end = self._current_end()
@@ -158,8 +164,8 @@ class LengthPrefixedFramer:
         if self.buf:
             total = self._current_end()
             want = f" of {total - self.base}" if total is not None else ""
-            diag = Diagnostic(
-                Severity.ERROR, Group.REASSEMBLE, "tcp.incomplete",
+            diag = TRANSPORT(
+                "tcp.incomplete",
                 f"stream ended inside a message: {len(self.buf)}{want} bytes captured",
             )
             out.append(self._emit_partial(diag, None))
@@ -220,8 +226,8 @@ class LengthPrefixedFramer:
             self._discard(total)
 
     def _bad_length(self, n: int) -> None:
-        self.pending_diags.append(Diagnostic(
-            Severity.ERROR, Group.MALFORMED, "framing.bad_length",
+        self.pending_diags.append(TRANSPORT(
+            "framing.bad_length",
             f"message length {n} outside {self.min_frame}..{self.max_frame}: resynchronising",
         ))
         if self.probe is None:
@@ -330,7 +336,7 @@ class LengthPrefixedFramer:
         frames, _, _ = self.index.span(start, start + n)
         self._discard(n)
         where = f" (frames {frames[0]}-{frames[-1]})" if frames else ""
-        self.pending_diags.append(Diagnostic(
-            Severity.WARNING, Group.SEQUENCE, "framing.resync",
+        self.pending_diags.append(TRANSPORT(
+            "framing.resync",
             f"skipped {n} bytes to the next message boundary{where}",
         ))

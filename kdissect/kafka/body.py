@@ -16,14 +16,15 @@ from typing import Any
 from kdissect.dissect.base import Budget, Options
 from kdissect.errors import DecodeError
 from kdissect.kafka.apis import APIS
+from kdissect.kafka.conversation import KafkaConversation
+from kdissect.kafka.diagnostics import DIAGNOSTICS
 from kdissect.kafka.error_codes import UNSUPPORTED_VERSION, error_name
+from kdissect.kafka.headers import API_VERSIONS
 from kdissect.kafka.ops import ArrayCap, Ctx
 from kdissect.kafka.plan import plan_for
 from kdissect.kafka.summary import summarise
-from kdissect.model import ENUM, RAW, Diagnostic, Field, Group, Severity
+from kdissect.model import ENUM, RAW, Diagnostic, Field
 from kdissect.wire.reader import WireReader
-
-API_VERSIONS = 18
 
 
 @dataclass(slots=True)
@@ -36,6 +37,9 @@ class Body:
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
 
+V0_BODY = DIAGNOSTICS.key("api_versions_v0_body")
+
+
 def _raw(r: WireReader, name: str = "body") -> Field:
     start = r.pos
     data = r.rest()
@@ -44,32 +48,34 @@ def _raw(r: WireReader, name: str = "body") -> Field:
 
 def body_version(api_key: int, version: int, is_request: bool, r: WireReader) -> tuple[int, list[Diagnostic]]:
     """The version to decode with, and what to say about it."""
-    name, lo, hi, _flex = APIS[api_key]
+    api = APIS[api_key]
+    name, lo, hi = api.name, api.lowest, api.newest
     if (api_key == API_VERSIONS and not is_request and r.remaining >= 2
             and int.from_bytes(r.buf[r.pos:r.pos + 2], "big", signed=True) == UNSUPPORTED_VERSION):
         # API_VERSIONS_ERROR_V0_BODY: a broker answers an ApiVersions request of a version it
         # does not support with a v0 body, whatever version was asked (KIP-511).
-        return 0, [] if version == 0 else [Diagnostic(
-            Severity.NOTE, Group.COMMENT, "kafka.api_versions_v0_body",
+        return 0, [] if version == 0 else [DIAGNOSTICS(
+            "api_versions_v0_body",
             f"UNSUPPORTED_VERSION: the broker answers ApiVersions v{version} with a v0 body", r.pos)]
     if version > hi:
-        return hi, [Diagnostic(Severity.WARNING, Group.ASSUMPTION, "kafka.newer_version",
-                               f"{name} v{version} is newer than the newest known (v{hi}): "
-                               f"decoded as v{hi}", r.pos)]
+        return hi, [DIAGNOSTICS("newer_version",
+                                f"{name} v{version} is newer than the newest known (v{hi}): "
+                                f"decoded as v{hi}", r.pos)]
     if version < lo:
-        return version, [Diagnostic(Severity.NOTE, Group.COMMENT, "kafka.removed_version",
-                                    f"{name} v{version} was removed in Kafka 4.0 (lowest now v{lo})", r.pos)]
+        return version, [DIAGNOSTICS("removed_version",
+                                     f"{name} v{version} was removed in Kafka 4.0 (lowest now v{lo})", r.pos)]
     return version, []
 
 
 def decode_body(api_key: int, version: int, is_request: bool, r: WireReader, opts: Options,
-                state: dict[str, Any] | None = None, budget: Budget | None = None) -> Body:
-    """Decode the body that follows the header; never raises. `budget`: the message's allowance
-    of elements and decompressed bytes (a new one when None)."""
+                state: KafkaConversation | None = None, budget: Budget | None = None) -> Body:
+    """Decode the body that follows the header; never raises. `state`: the conversation's (None
+    outside one); `budget`: the message's allowance of elements and decompressed bytes (a new
+    one when None)."""
     out = Body()
     if api_key not in APIS or version < 0:
-        out.diagnostics.append(Diagnostic(Severity.WARNING, Group.UNDECODED, "kafka.unknown_api",
-                                          f"unknown API key {api_key} (version {version}): body not decoded", r.pos))
+        out.diagnostics.append(DIAGNOSTICS("unknown_api",
+                                           f"unknown API key {api_key} (version {version}): body not decoded", r.pos))
         if r.remaining:
             out.fields.append(_raw(r))
         return out
@@ -101,21 +107,20 @@ def _finish(out: Body, api_key: int, is_request: bool, r: WireReader, ctx: Ctx, 
     out.diagnostics += ctx.diags
     if r.remaining:
         # TRAILING_BYTES: Kafka's parsers ignore bytes after a complete body; keep them raw.
-        out.diagnostics.append(Diagnostic(Severity.WARNING, Group.PROTOCOL, "kafka.trailing_bytes",
-                                          f"{r.remaining} bytes after the body", r.pos))
+        out.diagnostics.append(DIAGNOSTICS("trailing_bytes", f"{r.remaining} bytes after the body", r.pos))
         out.fields.append(_raw(r, "trailing"))
     _facts(out, api_key, is_request, ctx)
 
 
 def _api_versions_error(out: Body, r: WireReader, version: int, opts: Options,
-                        state: dict[str, Any] | None) -> Body:
+                        state: KafkaConversation | None) -> Body:
     """An UNSUPPORTED_VERSION ApiVersions body that is not v0: try the version asked for, else
     decode the error code (all a client reads before retrying with v0) and keep the rest raw."""
     start = r.pos
     ctx = Ctx(opts, state)
-    out.diagnostics = [d for d in out.diagnostics if d.key != "kafka.api_versions_v0_body"]
+    out.diagnostics = [d for d in out.diagnostics if d.key != V0_BODY]
     try:
-        tree = plan_for(API_VERSIONS, min(version, APIS[API_VERSIONS][2]), False)(r, ctx)
+        tree = plan_for(API_VERSIONS, min(version, APIS[API_VERSIONS].newest), False)(r, ctx)
     except DecodeError:
         tree = None
     if tree is not None and not r.remaining:
@@ -126,9 +131,9 @@ def _api_versions_error(out: Body, r: WireReader, version: int, opts: Options,
     code = r.int16()
     rest = r.pos
     out.fields = [Field("error_code", code, start, 2, None, ENUM, error_name(code)), _raw(r, "api_keys_raw")]
-    out.diagnostics.append(Diagnostic(Severity.WARNING, Group.PROTOCOL, "kafka.api_versions_error_body",
-                                      f"the UNSUPPORTED_VERSION body follows neither the v0 nor the v{version} "
-                                      "layout: only its error code is decoded", rest))
+    out.diagnostics.append(DIAGNOSTICS("api_versions_error_body",
+                                       f"the UNSUPPORTED_VERSION body follows neither the v0 nor the v{version} "
+                                       "layout: only its error code is decoded", rest))
     ctx.errors.append(code)
     _facts(out, API_VERSIONS, False, ctx)
     return out
@@ -136,12 +141,11 @@ def _api_versions_error(out: Body, r: WireReader, version: int, opts: Options,
 
 def _failed(out: Body, r: WireReader, e: DecodeError, assumed: bool) -> Body:
     if assumed:
-        out.diagnostics.append(Diagnostic(Severity.WARNING, Group.UNDECODED, "kafka.newer_version_undecoded",
-                                          f"the newer version does not decode as the newest known one: {e}",
-                                          e.offset))
+        out.diagnostics.append(DIAGNOSTICS("newer_version_undecoded",
+                                           f"the newer version does not decode as the newest known one: {e}",
+                                           e.offset))
     else:
-        out.diagnostics.append(Diagnostic(Severity.ERROR, Group.MALFORMED, f"kafka.{type(e).__name__.lower()}",
-                                          str(e), e.offset))
+        out.diagnostics.append(DIAGNOSTICS.malformed(e))
     out.fields.append(_raw(r))
     out.summary = "(malformed)" if not assumed else "(undecoded)"
     return out
@@ -154,8 +158,7 @@ def _cut_short(out: Body, api_key: int, is_request: bool, r: WireReader, ctx: Ct
     out.diagnostics += ctx.diags
     _facts(out, api_key, is_request, ctx)
     out.summary = f"{out.summary} (malformed)".lstrip()
-    out.diagnostics.append(Diagnostic(Severity.ERROR, Group.MALFORMED, f"kafka.{type(e).__name__.lower()}",
-                                      str(e), e.offset))
+    out.diagnostics.append(DIAGNOSTICS.malformed(e))
     if r.pos <= e.offset < r.end:
         r.pos = e.offset
         out.fields.append(_raw(r, "undecoded"))

@@ -4,11 +4,15 @@ body decoder."""
 from __future__ import annotations
 
 from kdissect.dissect.base import Budget, ConversationState, Options
+from kdissect.dissect.keyinfo import KeyInfo
 from kdissect.errors import DecodeError
 from kdissect.framing.length_prefixed import Framer, LengthPrefixedFramer
 from kdissect.kafka import body as kbody
-from kdissect.kafka import hooks
+from kdissect.kafka import fieldkeys
 from kdissect.kafka.apis import APIS
+from kdissect.kafka.columns import COLUMNS
+from kdissect.kafka.conversation import KafkaConversation
+from kdissect.kafka.diagnostics import DIAGNOSTICS
 from kdissect.kafka.headers import (
     api_name,
     read_request_header,
@@ -16,15 +20,15 @@ from kdissect.kafka.headers import (
     response_header_version,
 )
 from kdissect.kafka.infer import infer_response
-from kdissect.model import SECRET, Diagnostic, Field, Group, Message, Severity
+from kdissect.kafka.sasl import decode_sasl_auth_bytes
+from kdissect.model import Field, Group, Message, Severity
 from kdissect.wire.reader import WireReader
 
 PRODUCE = 0
 SASL_HANDSHAKE = 17
-SASL_RAW = "sasl_v0_raw_tokens"
 MAX_FRAME = 100 * 1024 * 1024  # the broker's socket.request.max.bytes is 100 MB by default
 PROBE_OPTIONS = Options(decode_records=False)
-TRAILING = "kafka.trailing_bytes"
+TRAILING = DIAGNOSTICS.key("trailing_bytes")
 
 
 def _produce_acks(r: WireReader, version: int, flexible: bool) -> int | None:
@@ -59,7 +63,7 @@ def _request_fit(request: bytes, trailing: float) -> float:
         hdr, _ = read_request_header(r)
     except DecodeError:
         return 0.1
-    body = kbody.decode_body(hdr.api_key, hdr.api_version, True, r, PROBE_OPTIONS, {})
+    body = kbody.decode_body(hdr.api_key, hdr.api_version, True, r, PROBE_OPTIONS)
     bad = (Severity.WARNING, Severity.ERROR)
     if any(d.severity in bad and d.key != TRAILING for d in body.diagnostics):
         return 0.1
@@ -71,6 +75,12 @@ class KafkaDissector:
     title = "Kafka"
     ports: tuple[int, ...] = (9092,)
     max_frame = MAX_FRAME
+    style = "cyan"
+    columns = COLUMNS
+    diagnostics = DIAGNOSTICS
+
+    def field_keys(self) -> list[KeyInfo] | None:
+        return fieldkeys.field_keys()
 
     # -- detection ---------------------------------------------------------------------
 
@@ -86,7 +96,7 @@ class KafkaDissector:
         api_key = int.from_bytes(head[4:6], "big", signed=True)
         version = int.from_bytes(head[6:8], "big", signed=True)
         api = APIS.get(api_key)
-        if api is None or not 0 <= version <= api[2] or not 10 <= size <= MAX_FRAME:
+        if api is None or not 0 <= version <= api.newest or not 10 <= size <= MAX_FRAME:
             return 0.0
         client_len = int.from_bytes(head[12:14], "big", signed=True)
         if client_len < -1 or 10 + max(client_len, 0) > size:
@@ -111,31 +121,33 @@ class KafkaDissector:
     def new_framer(self, to_server: bool, state: ConversationState | None = None) -> Framer:
         return LengthPrefixedFramer(self.max_frame, to_server, min_frame=4)
 
-    def new_state(self) -> ConversationState:
-        return ConversationState()
+    def new_state(self) -> KafkaConversation:
+        return KafkaConversation()
 
     # -- dissection --------------------------------------------------------------------
 
     def dissect(self, msg: Message, state: ConversationState, opts: Options) -> None:
+        if not isinstance(state, KafkaConversation):
+            raise TypeError("the Kafka dissector needs the state its new_state() returns")
         r = WireReader(msg.data)
         size = r.int32()
         msg.fields.append(Field("length", size, 0, 4))
         if size != len(msg.data) - 4:
-            msg.add(Diagnostic(Severity.ERROR, Group.MALFORMED, "kafka.length_mismatch",
-                               f"the length prefix says {size} bytes, {len(msg.data) - 4} are present", 0))
+            msg.add(DIAGNOSTICS("length_mismatch",
+                                f"the length prefix says {size} bytes, {len(msg.data) - 4} are present", 0))
             r.end = min(r.end, 4 + max(size, 0))
-        if state.extra.get(SASL_RAW) and self._sasl_token(msg, state, opts):
+        if state.sasl_raw_tokens and self._sasl_token(msg, state, opts):
             return
         if msg.to_server:
             self._request(msg, r, state, opts)
         else:
             self._response(msg, r, state, opts)
 
-    def _sasl_token(self, msg: Message, state: ConversationState, opts: Options) -> bool:
+    def _sasl_token(self, msg: Message, state: KafkaConversation, opts: Options) -> bool:
         """SASL_V0_RAW_TOKENS: after a successful SaslHandshake v0 the SASL exchange runs as
         bare length-prefixed tokens, without Kafka headers, until the first real request."""
         if msg.to_server and self.probe(msg.data[:64]) >= 0.5:
-            state.extra.pop(SASL_RAW, None)
+            state.sasl_raw_tokens = False
             return False
         if not msg.to_server and len(msg.data) >= 8 and state.pending.peek(
                 int.from_bytes(msg.data[4:8], "big", signed=True)) is not None:
@@ -143,18 +155,14 @@ class KafkaDissector:
         msg.kind = "request" if msg.to_server else "response"
         msg.expects_response = False
         msg.summary = f"SASL token {msg.kind} ({len(msg.data) - 4} bytes)"
-        mechanism = state.extra.get("sasl_mechanism")
+        mechanism = state.sasl_mechanism
         msg.info.update(op="SaslToken", sasl_mechanism=mechanism)
-        decode = hooks.sasl_decoder()
         token = msg.data[4:]
-        kids = decode(mechanism, token, 4, msg.to_server, opts) if decode is not None else []
-        if not kids:
-            kids = [Field("token", token, 4, len(token), hint="raw") if opts.show_secrets else
-                    Field("token", f"<redacted {len(token)} bytes>", 4, len(token), hint=SECRET)]
+        kids = decode_sasl_auth_bytes(mechanism, token, 4, msg.to_server, opts)
         msg.fields.append(Field("sasl_token", None, 4, len(token), kids, hint="struct"))
         return True
 
-    def _request(self, msg: Message, r: WireReader, state: ConversationState, opts: Options) -> None:
+    def _request(self, msg: Message, r: WireReader, state: KafkaConversation, opts: Options) -> None:
         msg.kind = "request"
         hdr, hfield = read_request_header(r)
         msg.fields.append(hfield)
@@ -165,7 +173,7 @@ class KafkaDissector:
         if hdr.client_id:
             msg.summary += f" client={hdr.client_id}"
         if hdr.api_key == SASL_HANDSHAKE:
-            state.extra["sasl_mechanism"] = _sasl_mechanism(msg.data, r.pos, hdr.header_version >= 2)
+            state.sasl_mechanism = _sasl_mechanism(msg.data, r.pos, hdr.header_version >= 2)
         if hdr.api_key == PRODUCE:
             acks = _produce_acks(WireReader(msg.data, r.pos), hdr.api_version, hdr.header_version >= 2)
             msg.info["acks"] = acks
@@ -175,7 +183,7 @@ class KafkaDissector:
         state.pending.add(hdr.correlation_id, msg)
         self._body(msg, r, hdr.api_key, hdr.api_version, True, opts, state)
 
-    def _response(self, msg: Message, r: WireReader, state: ConversationState, opts: Options) -> None:
+    def _response(self, msg: Message, r: WireReader, state: KafkaConversation, opts: Options) -> None:
         msg.kind = "response"
         if r.remaining < 4:
             r.int32()  # raises Truncated
@@ -197,7 +205,7 @@ class KafkaDissector:
         self._body(msg, r, api_key, version, False, opts, state)
 
     def _unmatched(self, msg: Message, r: WireReader, corr: int, opts: Options,
-                   state: ConversationState) -> None:
+                   state: KafkaConversation) -> None:
         guess = infer_response(msg.data, opts)
         if guess is not None:
             api_key, versions = guess
@@ -208,20 +216,20 @@ class KafkaDissector:
             msg.fields.append(hfield)
             msg.summary = f"{name} v{version} response corr={corr} (inferred)"
             span = f"v{versions[-1]}-v{version}" if len(versions) > 1 else f"v{version}"
-            msg.add(Diagnostic(Severity.WARNING, Group.ASSUMPTION, "kafka.api_inferred",
-                               f"no request with correlation id {corr} was captured: the body fits only "
-                               f"{name} responses ({span}), decoded as v{version}", r.pos))
+            msg.add(DIAGNOSTICS("api_inferred",
+                                f"no request with correlation id {corr} was captured: the body fits only "
+                                f"{name} responses ({span}), decoded as v{version}", r.pos))
             self._body(msg, r, api_key, version, False, opts, state)
             return
         _, hfield = read_response_header(r, 0)
         msg.fields.append(hfield)
         msg.summary = f"response corr={corr}"
-        msg.add(Diagnostic(Severity.WARNING, Group.UNDECODED, "kafka.request_not_captured",
-                           f"no request with correlation id {corr} was captured: body not decoded", r.pos))
+        msg.add(DIAGNOSTICS("request_not_captured",
+                            f"no request with correlation id {corr} was captured: body not decoded", r.pos))
         if r.remaining:
             msg.fields.append(Field("body", r.rest(), r.pos, r.remaining, hint="raw"))
 
-    def _in_order(self, msg: Message, state: ConversationState, opts: Options) -> Message | None:
+    def _in_order(self, msg: Message, state: KafkaConversation, opts: Options) -> Message | None:
         """IN_ORDER_RESPONSES: a broker answers the requests of a connection in order. A response
         whose correlation id matches nothing is paired with the oldest pending request when its
         body decodes cleanly as that request's response (an ASSUMPTION diagnostic says so)."""
@@ -234,22 +242,22 @@ class KafkaDissector:
             read_response_header(r, response_header_version(api_key, version))
         except DecodeError:
             return None
-        body = kbody.decode_body(api_key, version, False, r, opts, dict(state.extra))
+        body = kbody.decode_body(api_key, version, False, r, opts, state)
         if r.remaining or any(d.group in (Group.MALFORMED, Group.UNDECODED) for d in body.diagnostics):
             return None
         state.pending.pop(req.info["corr"])
-        msg.add(Diagnostic(Severity.WARNING, Group.ASSUMPTION, "kafka.correlation_mismatch",
-                           f"correlation id {msg.info['corr']} matches no request: paired with the oldest "
-                           f"pending one (correlation id {req.info['corr']}), which its body fits", 4))
+        msg.add(DIAGNOSTICS("correlation_mismatch",
+                            f"correlation id {msg.info['corr']} matches no request: paired with the oldest "
+                            f"pending one (correlation id {req.info['corr']}), which its body fits", 4))
         return req
 
     def _body(self, msg: Message, r: WireReader, api_key: int, version: int, is_request: bool,
-              opts: Options, state: ConversationState) -> None:
+              opts: Options, state: KafkaConversation) -> None:
         budget = Budget(opts)
-        body = kbody.decode_body(api_key, version, is_request, r, opts, state.extra, budget)
+        body = kbody.decode_body(api_key, version, is_request, r, opts, state, budget)
         msg.inflated += budget.inflated
         if api_key == SASL_HANDSHAKE and version == 0 and not is_request and body.info.get("error_code") == 0:
-            state.extra[SASL_RAW] = True
+            state.sasl_raw_tokens = True
         msg.fields.extend(body.fields)
         msg.info.update(body.info)
         msg.diagnostics.extend(body.diagnostics)

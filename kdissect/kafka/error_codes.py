@@ -1,6 +1,9 @@
 """Kafka error codes and their names.
 
-Facts (numbers and names) from Apache Kafka's protocol error list (Apache-2.0).
+Hand-written, not generated: the message specification directory that tools/gen_kafka_schema.py
+reads holds no error list. Facts (numbers and names, -1 to 133) from Apache Kafka's `Errors` enum,
+clients/src/main/java/org/apache/kafka/common/protocol/Errors.java (Apache-2.0); a newer Kafka
+release's codes are added there by hand.
 """
 
 from __future__ import annotations

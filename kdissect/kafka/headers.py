@@ -21,18 +21,20 @@ from kdissect.kafka.apis import APIS
 from kdissect.model import ENUM, Field, struct
 from kdissect.wire.reader import WireReader
 
-API_VERSIONS = 18
+API_VERSIONS = 18  # the API keys whose headers have quirks
 CONTROLLED_SHUTDOWN = 7
 
 
 def api_name(api_key: int) -> str:
     api = APIS.get(api_key)
-    return api[0] if api else f"Unknown({api_key})"
+    return api.name if api else f"Unknown({api_key})"
 
 
 def is_flexible(api_key: int, version: int) -> bool:
+    """Whether (api key, version) uses the flexible encoding (compact lengths, tagged fields):
+    header and body alike. False for an unknown API key."""
     api = APIS.get(api_key)
-    return bool(api and api[3] is not None and version >= api[3])
+    return api is not None and api.first_flexible is not None and version >= api.first_flexible
 
 
 def request_header_version(api_key: int, version: int) -> int:

@@ -34,8 +34,8 @@ def infer_response(data: bytes, opts: Options) -> tuple[int, list[int]] | None:
         return None
     found: tuple[int, list[int]] | None = None
     quiet = Options(decode_records=False, max_decompressed=opts.max_decompressed)
-    for api_key, (_name, _lo, hi, _flex) in APIS.items():
-        versions = [v for v in range(hi, -1, -1) if _fits(data, api_key, v, quiet)]
+    for api_key, api in APIS.items():
+        versions = [v for v in range(api.newest, -1, -1) if _fits(data, api_key, v, quiet)]
         if not versions:
             continue
         if found is not None:

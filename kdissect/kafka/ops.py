@@ -16,8 +16,10 @@ from typing import Any
 from kdissect.dissect.base import Budget, Options
 from kdissect.dissect.partial import keep_partial
 from kdissect.errors import BadLength, DecodeError, Truncated
+from kdissect.kafka.conversation import KafkaConversation
+from kdissect.kafka.diagnostics import DIAGNOSTICS
 from kdissect.kafka.error_codes import error_name
-from kdissect.model import ARRAY, BYTES, ENUM, RAW, STRUCT, TIME_MS, Diagnostic, Field, Group, Severity
+from kdissect.model import ARRAY, BYTES, ENUM, RAW, STRUCT, TIME_MS, Diagnostic, Field
 from kdissect.wire.reader import WireReader
 
 
@@ -26,7 +28,7 @@ class Ctx:
 
     __slots__ = ("opts", "errors", "topics", "groups", "diags", "records", "state", "version", "budget")
 
-    def __init__(self, opts: Options, state: dict[str, Any] | None = None, version: int = -1,
+    def __init__(self, opts: Options, state: KafkaConversation | None = None, version: int = -1,
                  budget: Budget | None = None) -> None:
         self.opts = opts
         # The message's allowance of array elements and decompressed bytes (shared with the
@@ -38,7 +40,7 @@ class Ctx:
         self.groups: list[str] = []
         self.diags: list[Diagnostic] = []
         self.records: dict[int, dict[str, int]] = {}  # id(records Field) -> stats
-        self.state = state if state is not None else {}
+        self.state = state  # the conversation's facts (SASL mechanism); None outside a conversation
 
 
 Dec = Callable[[WireReader, Ctx], Field]
@@ -54,7 +56,7 @@ def _array_cap(ctx: Ctx, name: str, n: int, shown: int, start: int, pos: int) ->
     e = ArrayCap(f"{name}: {n} elements, past the {ctx.budget.elements_limit} elements a message may decode: "
                  f"the first {shown} are shown, the rest of the message is not decoded", pos)
     if ctx.budget.first("kafka.array_cap"):
-        ctx.diags.append(Diagnostic(Severity.WARNING, Group.UNDECODED, "kafka.array_cap", str(e), start))
+        ctx.diags.append(DIAGNOSTICS("array_cap", str(e), start))
     return e
 
 _FIXED = {
@@ -211,9 +213,10 @@ def array(name: str, elem: Dec, flexible: bool, min_size: int) -> Dec:
             raise BadLength(f"{name}: {n} elements exceed the {r.end - r.pos} bytes that remain", start)
         keep = ctx.budget.elements(n)
         kids: list[Field] = []
+        add = kids.append
         try:
             for _ in range(keep):
-                kids.append(elem(r, ctx))
+                add(elem(r, ctx))
         except DecodeError as e:
             raise keep_partial(e, name, start, kids, ARRAY) from None
         if keep < n:
@@ -226,25 +229,28 @@ def array(name: str, elem: Dec, flexible: bool, min_size: int) -> Dec:
 
 def struct_dec(name: str, regular: list[Dec], tagged: dict[int, Dec] | None) -> Dec:
     """A struct: its regular fields, then (flexible versions) its tagged-field section."""
-    def fields(r: WireReader, ctx: Ctx, start: int) -> list[Field]:
-        kids: list[Field] = []
-        try:
-            for f in regular:
-                kids.append(f(r, ctx))
-        except DecodeError as e:
-            raise keep_partial(e, name, start, kids, STRUCT) from None
-        return kids
-
     if tagged is None:
         def dec(r: WireReader, ctx: Ctx) -> Field:
             start = r.pos
-            kids = fields(r, ctx, start)
+            kids: list[Field] = []
+            add = kids.append
+            try:
+                for f in regular:
+                    add(f(r, ctx))
+            except DecodeError as e:
+                raise keep_partial(e, name, start, kids, STRUCT) from None
             return Field(name, None, start, r.pos - start, kids, STRUCT)
         return dec
 
     def dec_flex(r: WireReader, ctx: Ctx) -> Field:
         start = r.pos
-        kids = fields(r, ctx, start)
+        kids: list[Field] = []
+        add = kids.append
+        try:
+            for f in regular:
+                add(f(r, ctx))
+        except DecodeError as e:
+            raise keep_partial(e, name, start, kids, STRUCT) from None
         if r.pos < r.end and r.buf[r.pos] == 0:
             r.pos += 1  # the usual empty tagged-field section
         else:

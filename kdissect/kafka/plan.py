@@ -2,22 +2,26 @@
 
 A plan is a struct decoder built from the closures in ops.py. The interpreter is simply
 calling it: `plan(reader, ctx) -> Field`. Fields outside the version, tagged fields and
-nullable versions are resolved here, at compile time, never while decoding.
+nullable versions are resolved here, at compile time, never while decoding; so is what a
+`bytes` field carries (hooks.HOOKS), whose decoders live here too.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
 
 from kdissect.errors import DecodeError
-from kdissect.kafka import hooks, ops
+from kdissect.kafka import ops
 from kdissect.kafka.apis import APIS
-from kdissect.kafka.ops import Ctx, Dec
-from kdissect.kafka.schema_messages import EMBEDDED, REQUESTS, RESPONSES
-from kdissect.model import BYTES, RAW, Diagnostic, Field, Group, Severity
+from kdissect.kafka.diagnostics import DIAGNOSTICS
+from kdissect.kafka.headers import is_flexible
+from kdissect.kafka.hooks import HOOKS, Carried
+from kdissect.kafka.ops import ArrayCap, Ctx, Dec
+from kdissect.kafka.records import decode_records
+from kdissect.kafka.sasl import decode_sasl_auth_bytes
+from kdissect.kafka.schema_messages import EMBEDDED, REQUESTS, RESPONSES, FieldRow
+from kdissect.model import BYTES, RAW, SECRET, STRUCT, Field
 from kdissect.wire.reader import WireReader
 
 _SCALARS: dict[str, Callable[[str, str, str], Dec]] = {
@@ -27,26 +31,21 @@ _SCALARS: dict[str, Callable[[str, str, str], Dec]] = {
 }
 
 
-def message_fields(message: str) -> tuple[Any, ...] | None:
+def message_fields(message: str) -> tuple[FieldRow, ...] | None:
     """The field table of "<Api>Request", "<Api>Response" or an embedded message name."""
     for suffix, table in (("Request", REQUESTS), ("Response", RESPONSES)):
         if message.endswith(suffix):
             key = API_BY_NAME.get(message[: -len(suffix)])
             return None if key is None else table.get(key)
     emb = EMBEDDED.get(message)
-    return None if emb is None else emb[3]
+    return None if emb is None else emb.fields
 
 
-API_BY_NAME = {row[0]: key for key, row in APIS.items()}
+API_BY_NAME = {api.name: key for key, api in APIS.items()}
 
 
 def message_name(api_key: int, is_request: bool) -> str:
-    return APIS[api_key][0] + ("Request" if is_request else "Response")
-
-
-def is_flexible(api_key: int, version: int) -> bool:
-    flex = APIS[api_key][3]
-    return flex is not None and version >= flex
+    return APIS[api_key].name + ("Request" if is_request else "Response")
 
 
 @lru_cache(maxsize=2048)
@@ -66,39 +65,37 @@ def _in(v: int, lo: int, hi: int) -> bool:
     return lo <= v <= hi
 
 
-def _struct(name: str, fields: tuple[Any, ...], v: int, flexible: bool, message: str,
+def _struct(name: str, fields: tuple[FieldRow, ...], v: int, flexible: bool, message: str,
             path: str) -> tuple[Dec, int]:
     """A struct's decoder and its smallest encoded size."""
     regular: list[Dec] = []
     tagged: dict[int, Dec] = {}
     size = 1 if flexible else 0
     for f in fields:
-        fname, _typ, vlo, vhi, _nlo, _nhi, tag, tlo, thi = f[:9]
-        if not _in(v, vlo, vhi):
+        if not _in(v, f.min_version, f.max_version):
             continue
-        dec, fsize = _field(f, v, flexible, message, f"{path}.{fname}" if path else fname)
-        if flexible and tag >= 0 and _in(v, tlo, thi):
-            tagged[tag] = dec
+        dec, fsize = _field(f, v, flexible, message, f"{path}.{f.name}" if path else f.name)
+        if flexible and f.tag >= 0 and _in(v, f.tagged_min, f.tagged_max):
+            tagged[f.tag] = dec
         else:
             regular.append(dec)
             size += fsize
     return ops.struct_dec(name, regular, tagged if flexible else None), size
 
 
-def _field(f: tuple[Any, ...], v: int, flexible: bool, message: str, path: str) -> tuple[Dec, int]:
-    name, typ, _vlo, _vhi, nlo, nhi, _tag, _tlo, _thi, flags, _default, children = f
-    nullable = _in(v, nlo, nhi)
+def _field(f: FieldRow, v: int, flexible: bool, message: str, path: str) -> tuple[Dec, int]:
+    name, typ = f.name, f.type
     if typ == "struct":
-        inner, size = _struct(name, children, v, flexible, message, path)
-        return (ops.nullable_struct(name, inner), 1) if nullable else (inner, size)
+        inner, size = _struct(name, f.children or (), v, flexible, message, path)
+        return (ops.nullable_struct(name, inner), 1) if _in(v, f.nullable_min, f.nullable_max) else (inner, size)
     if typ.startswith("[]"):
         elem_type = typ[2:]
         if elem_type == "struct":
-            elem, min_size = _struct(name, children, v, flexible, message, path)
+            elem, min_size = _struct(name, f.children or (), v, flexible, message, path)
         else:
-            elem, min_size = _scalar(name, elem_type, flags, flexible, message, path)
+            elem, min_size = _scalar(name, elem_type, f.flags, flexible, message, path)
         return ops.array(name, elem, flexible, max(min_size, 1)), 1 if flexible else 4
-    return _scalar(name, typ, flags, flexible, message, path)
+    return _scalar(name, typ, f.flags, flexible, message, path)
 
 
 _VAR_SIZE = {"string": (2, 1), "bytes": (4, 1), "records": (4, 1)}
@@ -115,28 +112,12 @@ def _scalar(name: str, typ: str, flags: str, flexible: bool, message: str, path:
         return records(name, flexible), size
     if typ == "bytes":
         dec = ops.raw_bytes(name, flexible)
-        hook = hooks.lookup(message, path)
-        return (dec if hook is None else _hooked(dec, hook)), size
+        carried = HOOKS.get((message, path))
+        return (dec if carried is None else _carrying(dec, _CONTENT[carried])), size
     raise KeyError(f"{message}.{path}: unknown type {typ}")
 
 
-def _hooked(dec: Dec, hook: hooks.Hook) -> Dec:
-    def run(r: WireReader, ctx: Ctx) -> Field:
-        f = dec(r, ctx)
-        return hook(f, r, ctx) if f.value else f
-    return run
-
-
 # -- records ---------------------------------------------------------------------------
-
-@lru_cache(maxsize=1)
-def _records_decoder() -> Callable[..., Any] | None:
-    try:
-        mod = importlib.import_module("kdissect.kafka.records")
-    except ImportError:
-        return None
-    fn = getattr(mod, "decode_records", None)
-    return fn if callable(fn) else None
 
 
 def records(name: str, flexible: bool) -> Dec:
@@ -147,16 +128,100 @@ def records(name: str, flexible: bool) -> Dec:
         if n == -1:
             return Field(name, None, start, r.pos - start)
         p = ops._take(r, n, name)
-        decode = _records_decoder() if ctx.opts.decode_records else None
-        if decode is None or n == 0:
+        if not ctx.opts.decode_records or n == 0:
             return Field(name, bytes(r.buf[p:p + n]), start, r.pos - start, None, BYTES)
         try:
-            f, diags, stats = decode(r.buf, p, p + n, ctx.opts, name, budget=ctx.budget)
+            f, diags, stats = decode_records(r.buf, p, p + n, ctx.opts, name, budget=ctx.budget)
         except DecodeError as e:
-            ctx.diags.append(Diagnostic(Severity.ERROR, Group.MALFORMED, "kafka.records",
-                                        f"{name}: {e}", e.offset))
+            ctx.diags.append(DIAGNOSTICS("records", f"{name}: {e}", e.offset))
             return Field(name, bytes(r.buf[p:p + n]), start, r.pos - start, None, RAW)
         ctx.diags.extend(diags)
         ctx.records[id(f)] = stats
         return f
     return dec
+
+
+# -- what bytes fields carry (hooks.HOOKS) ----------------------------------------------
+
+# A content decoder takes the decoded bytes Field (offset and length cover its length prefix)
+# and returns it unchanged or replaced by a structure.
+Content = Callable[[Field, WireReader, Ctx], Field]
+
+
+def _carrying(dec: Dec, content: Content) -> Dec:
+    def run(r: WireReader, ctx: Ctx) -> Field:
+        f = dec(r, ctx)
+        return content(f, r, ctx) if f.value else f
+    return run
+
+
+# The consumer protocol carried by the classic group APIs: JoinGroup metadata and DescribeGroups
+# member metadata hold a ConsumerProtocolSubscription; SyncGroup and DescribeGroups assignments
+# a ConsumerProtocolAssignment. Each starts with its own int16 version; the layout comes from the
+# generated tables (schema_messages.EMBEDDED). Groups of other protocol types (Kafka Connect,
+# custom assignors) carry other bytes: those stay raw unless they decode cleanly and completely.
+# Newer versions than the tables know are decoded with the newest known version; their extra
+# trailing fields stay raw (the protocol only appends).
+CONSUMER_PROTOCOL_LABELS = {Carried.SUBSCRIPTION: "consumer protocol subscription",
+                            Carried.ASSIGNMENT: "consumer protocol assignment"}
+
+
+def _consumer_protocol(carried: Carried) -> Content:
+    message, label = carried.value, CONSUMER_PROTOCOL_LABELS[carried]
+    emb = EMBEDDED[message]
+
+    def decode(f: Field, r: WireReader, ctx: Ctx) -> Field:
+        data: bytes = f.value
+        start = f.offset + f.length - len(data)
+        if len(data) < 2:
+            return f
+        version = int.from_bytes(data[:2], "big", signed=True)
+        if version < emb.lowest:
+            return f
+        inner = WireReader(r.buf, start + 2, start + len(data))
+        sub = Ctx(ctx.opts, ctx.state, budget=ctx.budget)
+        flexible = emb.first_flexible is not None and version >= emb.first_flexible
+        try:
+            body = compile_message(message, min(version, emb.newest), flexible)(inner, sub)
+        except ArrayCap:
+            ctx.diags.extend(sub.diags)  # the limit is the message's: its next array stops it
+            return f
+        except DecodeError:
+            return f
+        kids = [Field("version", version, start, 2)] + (body.children or [])
+        if inner.remaining:
+            if version <= emb.newest:
+                return f  # not this protocol: a known version must use every byte
+            kids.append(Field("unknown_fields", inner.rest(), inner.pos, inner.end - inner.pos, None, RAW))
+        ctx.topics.extend(sub.topics)
+        ctx.diags.extend(sub.diags)
+        return Field(f.name, None, f.offset, f.length, kids, STRUCT, None, label)
+    return decode
+
+
+def _sasl(is_request: bool) -> Content:
+    """SaslAuthenticate's auth_bytes, decoded for the mechanism SaslHandshake named."""
+    def decode(f: Field, r: WireReader, ctx: Ctx) -> Field:
+        data: bytes = f.value
+        start = f.offset + f.length - len(data)
+        mechanism = ctx.state.sasl_mechanism if ctx.state is not None else None
+        kids = decode_sasl_auth_bytes(mechanism, data, start, is_request, ctx.opts)
+        return Field(f.name, None, f.offset, f.length, kids, STRUCT, None, "SASL")
+    return decode
+
+
+def _secret(f: Field, r: WireReader, ctx: Ctx) -> Field:
+    """A credential: redacted unless show_secrets (a SECRET field over its bytes)."""
+    if ctx.opts.show_secrets:
+        return f
+    size = len(f.value)
+    return Field(f.name, f"<redacted {size} bytes>", f.offset + f.length - size, size, hint=SECRET)
+
+
+_CONTENT: dict[Carried, Content] = {
+    Carried.SUBSCRIPTION: _consumer_protocol(Carried.SUBSCRIPTION),
+    Carried.ASSIGNMENT: _consumer_protocol(Carried.ASSIGNMENT),
+    Carried.SASL_CLIENT: _sasl(True),
+    Carried.SASL_SERVER: _sasl(False),
+    Carried.SECRET: _secret,
+}

@@ -9,10 +9,11 @@ offsets into the whole message, except below a compressed payload, whose fields 
 from __future__ import annotations
 
 from kdissect.dissect.base import Budget, Options
-from kdissect.kafka.records_common import Ctx, EntryDecoder, plural, walk
+from kdissect.kafka.records_common import Ctx, EntryDecoder, walk
 from kdissect.kafka.records_legacy import decode_message
 from kdissect.kafka.records_v2 import count_batch, decode_batch
 from kdissect.model import ARRAY, Diagnostic, Field
+from kdissect.text import plural
 
 DECODERS: dict[int, EntryDecoder] = {0: decode_message, 1: decode_message, 2: decode_batch}
 # Summary-only views: v2 batches are counted from their headers (legacy messages are few and

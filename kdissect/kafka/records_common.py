@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from kdissect.dissect.base import Budget, Options
-from kdissect.kafka.compression import Inflated, codec_name, inflate
-from kdissect.model import BYTES, RAW, TIME_MS, Diagnostic, Field, Group, Severity, note
+from kdissect.kafka.compression import codec_name, inflate
+from kdissect.kafka.diagnostics import DIAGNOSTICS
+from kdissect.model import BYTES, RAW, TIME_MS, Diagnostic, Field
+from kdissect.wire.codecs import CodecError, CodecUnavailable
 
 # Fields are built for at most Budget.entries_left records and batches per message (all its
 # `records` fields together); past that, v2 batches are counted from their headers only (a note
@@ -39,16 +41,14 @@ class Ctx:
             b.entries_left -= 1
             return False
         if b.first("kafka.records.limit"):
-            self.add(Severity.NOTE, Group.COMMENT, "limit",
+            self.add("records.limit",
                      f"more than {b.entries_limit} records and batches in the message: the rest are "
                      "counted from batch headers, not shown", offset)
         return True
 
-    def add(self, severity: Severity, group: Group, key: str, text: str, offset: int) -> None:
-        self.diags.append(Diagnostic(severity, group, f"kafka.records.{key}", text, offset))
-
-    def error(self, key: str, text: str, offset: int, group: Group = Group.MALFORMED) -> None:
-        self.add(Severity.ERROR, group, key, text, offset)
+    def add(self, name: str, text: str, offset: int) -> None:
+        """The Kafka diagnostic `name` ("records.crc", see kafka/diagnostics.py)."""
+        self.diags.append(DIAGNOSTICS(name, text, offset))
 
     def inflate(self, codec: int, data: bytes, offset: int, legacy_lz4: bool = False) -> bytes | None:
         """Decompress against what is left of the message's budget; problems become diagnostics
@@ -56,29 +56,31 @@ class Ctx:
         b = self.budget
         if b.inflate_left <= 0:
             if b.first("kafka.records.decompression_budget"):
-                self.add(Severity.WARNING, Group.UNDECODED, "decompression_budget",
+                self.add("records.decompression_budget",
                          f"the message has used its {b.inflate_limit}-byte decompression budget: "
                          "compressed records from here on are not decoded", offset)
             return None
         left = b.inflate_left
-        out: Inflated = inflate(codec, data, left, legacy_lz4)
-        ok = not out.capped and not out.problem
-        b.spend(len(out.data), ok)
-        if out.capped:
-            why = out.problem if left == b.inflate_limit else (
+        try:
+            out = inflate(codec, data, left, legacy_lz4)
+        except CodecUnavailable as e:
+            if b.first(f"kafka.records.codec_unavailable.{codec}"):
+                self.add("records.codec_unavailable",
+                         f"{codec_name(codec)} payload: {e}: records not decoded", offset)
+            return None
+        except CodecError as e:
+            b.spend(e.produced, False)
+            if not e.capped:
+                self.add("records.decompress", f"{codec_name(codec)} payload: {e}", offset)
+                return None
+            why = str(e) if left == b.inflate_limit else (
                 f"{codec_name(codec)} output exceeds the {left} bytes left of the message's "
                 f"{b.inflate_limit}-byte decompression budget")
-            self.add(Severity.WARNING, Group.UNDECODED, "decompression_cap",
+            self.add("records.decompression_cap",
                      f"{why} (a decompression bomb?): records not decoded", offset)
             return None
-        if out.problem:
-            self.error("decompress", f"{codec_name(codec)} payload: {out.problem}", offset)
-            return None
-        return out.data
-
-
-def plural(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}es" if noun.endswith("ch") else f"{n} {noun}s"
+        b.spend(len(out), True)
+        return out
 
 
 def flags_display(attributes: int, names: tuple[tuple[int, str], ...]) -> str:
@@ -122,7 +124,7 @@ def walk(buf: bytes, start: int, end: int, ctx: Ctx, real: bool, partial_ok: boo
             break
         size = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True) if end - pos >= 12 else None
         if size is not None and size < MIN_ENTRY:
-            ctx.error("bad_length", f"batch/message length {size} is too small", pos if real else where)
+            ctx.add("records.bad_length", f"batch/message length {size} is too small", pos if real else where)
             out.append(leaf("undecoded", bytes(buf[pos:end]), pos, end - pos, real, RAW))
             break
         if size is None or pos + 12 + size > end:
@@ -131,7 +133,7 @@ def walk(buf: bytes, start: int, end: int, ctx: Ctx, real: bool, partial_ok: boo
         magic = buf[pos + 16]
         dec = decoders.get(magic)
         if dec is None:
-            ctx.error("magic", f"unknown record format magic {magic}", pos if real else where)
+            ctx.add("records.magic", f"unknown record format magic {magic}", pos if real else where)
             out.append(leaf("undecoded", bytes(buf[pos : pos + 12 + size]), pos, 12 + size, real, RAW))
         else:
             out.append(dec(buf, pos, pos + 12 + size, ctx, real))
@@ -158,10 +160,9 @@ def _partial(buf: bytes, pos: int, end: int, size: int | None, ctx: Ctx, real: b
     need = "its length" if size is None else f"{size + 12} bytes"
     text = f"last batch/message cut short: {end - pos} bytes of {need}"
     if partial_ok:
-        ctx.diags.append(note("kafka.records.partial", text + " (the broker stops at the fetch size)",
-                              pos if real else -1, Group.COMMENT))
+        ctx.add("records.partial", text + " (the broker stops at the fetch size)", pos if real else -1)
     else:
-        ctx.error("truncated", text, pos if real else -1)
+        ctx.add("records.truncated", text, pos if real else -1)
     f = leaf("partial", bytes(buf[pos:end]), pos, end - pos, real, RAW)
     f.label = "partial (cut at the fetch size)" if partial_ok else "truncated"
     return f

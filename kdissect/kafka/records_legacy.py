@@ -13,11 +13,11 @@ from kdissect.kafka.records_common import (
     bytes_leaf,
     flags_display,
     leaf,
-    plural,
     time_leaf,
     walk,
 )
-from kdissect.model import FLAGS, RAW, Field, Group, Severity, array, struct
+from kdissect.model import FLAGS, RAW, Field, array, struct
+from kdissect.text import plural
 from kdissect.wire.reader import WireReader
 
 ATTRIBUTE_FLAGS = ((LOG_APPEND_TIME, "log_append_time"),)
@@ -41,7 +41,7 @@ def _message(buf: bytes, start: int, end: int, ctx: Ctx, real: bool, top: bool) 
     at = start if real else -1
     magic = buf[start + 16]
     if end - start - 12 < MIN_SIZE[magic]:
-        ctx.error("bad_length", f"magic {magic} message of {end - start - 12} bytes is too short", at)
+        ctx.add("records.bad_length", f"magic {magic} message of {end - start - 12} bytes is too short", at)
         return leaf("undecoded", bytes(buf[start:end]), start, end - start, real, RAW)
     offset = int.from_bytes(buf[start : start + 8], "big", signed=True)
     crc = int.from_bytes(buf[start + 12 : start + 16], "big")
@@ -60,12 +60,12 @@ def _message(buf: bytes, start: int, end: int, ctx: Ctx, real: bool, top: bool) 
         pos += 8
     got = zlib.crc32(memoryview(buf)[start + 16 : end])
     if got != crc:
-        ctx.error("crc", f"message CRC32 0x{crc:08x} does not match the computed 0x{got:08x}",
-                  start + 12 if real else -1, Group.CHECKSUM)
+        ctx.add("records.crc", f"message CRC32 0x{crc:08x} does not match the computed 0x{got:08x}",
+                start + 12 if real else -1)
     try:
         children += _key_value(buf, pos, end, magic, attrs, ctx, real, top)
     except DecodeError as e:
-        ctx.error("truncated", f"message at offset {offset}: {e}", e.offset if real else at)
+        ctx.add("records.truncated", f"message at offset {offset}: {e}", e.offset if real else at)
         return struct("message", children, at, end - start, f"offset {offset} (malformed)")
     if attrs & 0x07:
         _wrapper_fixups(children, magic, offset, attrs)
@@ -80,7 +80,7 @@ def _key_value(buf: bytes, pos: int, end: int, magic: int, attrs: int, ctx: Ctx,
     vat = r.pos + 4
     value = r.bytes32()
     if r.remaining:
-        ctx.add(Severity.WARNING, Group.MALFORMED, "trailing", f"{r.remaining} bytes after the message value",
+        ctx.add("records.trailing", f"{r.remaining} bytes after the message value",
                 r.pos if real else -1)
     out = [bytes_leaf("key", key, kat, len(key or b""), real)]
     codec = attrs & 0x07
@@ -91,7 +91,7 @@ def _key_value(buf: bytes, pos: int, end: int, magic: int, attrs: int, ctx: Ctx,
         return out
     out.append(leaf("compressed", value, vat, len(value or b""), real, RAW))
     if not top:
-        ctx.error("nested", "a compressed message inside a compressed message set", vat if real else -1)
+        ctx.add("records.nested", "a compressed message inside a compressed message set", vat if real else -1)
     elif value is not None:
         data = ctx.inflate(codec, value, vat if real else -1, legacy_lz4=magic == 0)
         if data is not None:

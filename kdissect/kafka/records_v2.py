@@ -16,7 +16,7 @@ from kdissect.kafka.records_common import (
     leaf,
     time_leaf,
 )
-from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, TIME_MS, Field, Group, Row, Severity, array
+from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, TIME_MS, Field, Row, array
 from kdissect.model import struct as mkstruct
 from kdissect.wire.reader import WireReader
 from kdissect.wire.varint import varint_at
@@ -51,8 +51,8 @@ def decode_batch(buf: bytes, start: int, end: int, ctx: Ctx, real: bool) -> Fiel
     """One RecordBatch in [start, end) (its declared extent, already checked to fit)."""
     ctx.batches += 1
     if end - start < HEADER_SIZE:
-        ctx.error("bad_length", f"record batch of {end - start} bytes is shorter than its header",
-                  start if real else -1)
+        ctx.add("records.bad_length", f"record batch of {end - start} bytes is shorter than its header",
+                start if real else -1)
         return leaf("undecoded", bytes(buf[start:end]), start, end - start, real, RAW)
     vals = _HEADER.unpack_from(buf, start)
     hdr = dict(zip(_NAMES, vals, strict=True))
@@ -91,8 +91,8 @@ def _header_field(name: str, value: int, off: int, size: int, real: bool) -> Fie
 def _check_crc(buf: bytes, start: int, end: int, crc: int, ctx: Ctx, real: bool) -> None:
     got = crc32c.crc32c(memoryview(buf)[start + CRC_FROM : end])
     if got != crc:
-        ctx.error("crc", f"record batch CRC32C 0x{crc:08x} does not match the computed 0x{got:08x}",
-                  start + 17 if real else -1, Group.CHECKSUM)
+        ctx.add("records.crc", f"record batch CRC32C 0x{crc:08x} does not match the computed 0x{got:08x}",
+                start + 17 if real else -1)
 
 
 def _records(buf: bytes, start: int, end: int, hdr: dict[str, int], ctx: Ctx, real: bool) -> Field:
@@ -108,7 +108,7 @@ def _records(buf: bytes, start: int, end: int, hdr: dict[str, int], ctx: Ctx, re
     count = hdr["records_count"]
     where = start if real else -1
     if count < 0 or count * MIN_RECORD > rend - rstart:
-        ctx.error("count", f"records_count {count} does not fit in {rend - rstart} bytes", where)
+        ctx.add("records.count", f"records_count {count} does not fit in {rend - rstart} bytes", where)
         count = max(0, min(count, (rend - rstart) // MIN_RECORD))
     elements: list[Field] = []
     for i in range(count):
@@ -118,13 +118,13 @@ def _records(buf: bytes, start: int, end: int, hdr: dict[str, int], ctx: Ctx, re
         try:
             elements.append(_record(r, hdr, ctx, rreal))
         except DecodeError as e:
-            ctx.error("truncated", f"record {len(elements)} of {hdr['records_count']}: {e}",
-                      e.offset if rreal else where)
+            ctx.add("records.truncated", f"record {len(elements)} of {hdr['records_count']}: {e}",
+                    e.offset if rreal else where)
             break
         ctx.records += 1
     else:
         if r.remaining:
-            ctx.add(Severity.WARNING, Group.MALFORMED, "trailing",
+            ctx.add("records.trailing",
                     f"{r.remaining} bytes after the last of {count} records", r.pos if rreal else where)
     f = array("records", elements, start if real else -1, end - start)
     if codec:

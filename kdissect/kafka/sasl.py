@@ -18,7 +18,6 @@ SCRAM_ATTRS = {"n": "username", "a": "authzid", "r": "nonce", "s": "salt", "i": 
                "c": "channel_binding", "p": "proof", "v": "server_signature", "e": "error",
                "m": "reserved"}
 SCRAM_SECRETS = {"p"}
-OAUTH_SECRET_KEYS = {"auth"}
 
 
 def decode_sasl_auth_bytes(mechanism: str | None, data: bytes, offset: int, is_request: bool,

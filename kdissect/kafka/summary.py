@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from kdissect.kafka.ops import Ctx
 from kdissect.model import Field
+from kdissect.text import plural
 
 Summariser = Callable[[list[Field], Ctx], str]
 MAX_TOPICS = 5
@@ -43,10 +44,6 @@ def topic_label(t: Field) -> str:
     return str(tid)[:8] if tid is not None else "?"
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def _limit(items: list[str]) -> str:
     more = len(items) - MAX_TOPICS
     shown = ", ".join(items[:MAX_TOPICS])
@@ -71,7 +68,7 @@ def produce_request(fields: list[Field], ctx: Ctx) -> str:
     return f"acks={ACKS.get(acks, acks) if isinstance(acks, int) else acks} {_limit(topics)}"
 
 
-def _partition_offsets(fields: list[Field], topics_key: str, parts_key: str, part: str, offset: str) -> str:
+def partition_offsets(fields: list[Field], topics_key: str, parts_key: str, part: str, offset: str) -> str:
     """`topic[partition@offset, ...]` for each topic of a request or response."""
     topics = []
     for t in elements(fields, topics_key):
@@ -81,11 +78,11 @@ def _partition_offsets(fields: list[Field], topics_key: str, parts_key: str, par
 
 
 def produce_response(fields: list[Field], ctx: Ctx) -> str:
-    return _partition_offsets(fields, "responses", "partition_responses", "index", "base_offset")
+    return partition_offsets(fields, "responses", "partition_responses", "index", "base_offset")
 
 
 def fetch_request(fields: list[Field], ctx: Ctx) -> str:
-    return _partition_offsets(fields, "topics", "partitions", "partition", "fetch_offset")
+    return partition_offsets(fields, "topics", "partitions", "partition", "fetch_offset")
 
 
 def fetch_response(fields: list[Field], ctx: Ctx) -> str:
@@ -104,7 +101,7 @@ def fetch_response(fields: list[Field], ctx: Ctx) -> str:
     if len(topics) == 1 and len(parts) == 1:
         out += f" hw={hw}"
     if batches or records:
-        out += f" {plural(batches, 'batch').replace('batchs', 'batches')} {plural(records, 'record')}"
+        out += f" {plural(batches, 'batch')} {plural(records, 'record')}"
     return out
 
 
@@ -155,25 +152,17 @@ def join_group_response(fields: list[Field], ctx: Ctx) -> str:
     return out
 
 
-def partition_offsets(fields: list[Field], ctx: Ctx, parts_name: str, offset_name: str) -> str:
-    topics = []
-    for t in elements(fields, "topics"):
-        parts = [f"{value(p.children, 'partition_index')}@{value(p.children, offset_name)}"
-                 for p in elements(t.children, parts_name)]
-        topics.append(f"{topic_label(t)}[{', '.join(parts)}]")
-    return _limit(topics)
-
-
 def offset_commit_request(fields: list[Field], ctx: Ctx) -> str:
-    return f"group={value(fields, 'group_id')} " + partition_offsets(fields, ctx, "partitions", "committed_offset")
+    offsets = partition_offsets(fields, "topics", "partitions", "partition_index", "committed_offset")
+    return f"group={value(fields, 'group_id')} {offsets}"
 
 
 def list_offsets_request(fields: list[Field], ctx: Ctx) -> str:
-    return partition_offsets(fields, ctx, "partitions", "timestamp")
+    return partition_offsets(fields, "topics", "partitions", "partition_index", "timestamp")
 
 
 def list_offsets_response(fields: list[Field], ctx: Ctx) -> str:
-    return partition_offsets(fields, ctx, "partitions", "offset")
+    return partition_offsets(fields, "topics", "partitions", "partition_index", "offset")
 
 
 def find_coordinator_response(fields: list[Field], ctx: Ctx) -> str:

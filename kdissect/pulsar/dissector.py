@@ -9,26 +9,28 @@ it are decoded by the table-driven wire walker (protowire.py) from schema_table.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kdissect.dissect.base import MALFORMED_MARK, Budget, ConversationState, Options
+from kdissect.dissect.keyinfo import KeyInfo
 from kdissect.dissect.partial import take_partial
 from kdissect.errors import BadLength, DecodeError, Truncated
 from kdissect.framing.length_prefixed import Framer, LengthPrefixedFramer
-from kdissect.model import RAW, Diagnostic, Field, Group, Message, Severity
+from kdissect.model import RAW, Field, Message
 from kdissect.pulsar import match
+from kdissect.pulsar.columns import COLUMNS
 from kdissect.pulsar.commands import BODY, SECRETS, TYPE_NAMES
+from kdissect.pulsar.conversation import PulsarConversation, remember
+from kdissect.pulsar.diagnostics import DIAGNOSTICS
 from kdissect.pulsar.payload import PayloadFacts, decode_payload
 from kdissect.pulsar.protowire import WalkContext, walk
 from kdissect.pulsar.summary import error_of, summarize
 from kdissect.wire.reader import WireReader
+from kdissect.wire.varint import uvarint_at
 
 # Pulsar's default maxMessageSize is 5 MB; a frame may exceed it by the broker's 10 KB padding
 # for the command and metadata around the payload.
 MAX_FRAME = 5 * 1024 * 1024 + 10 * 1024
 MIN_FRAME = 6  # commandSize + the smallest BaseCommand (type tag and value)
 PAYLOAD_TYPES = frozenset({"SEND", "MESSAGE"})
-MAX_IDS = 4096  # producer/consumer ids remembered per conversation
 
 
 def _probe_type(head: bytes) -> tuple[int, int] | None:
@@ -39,13 +41,11 @@ def _probe_type(head: bytes) -> tuple[int, int] | None:
     csize = int.from_bytes(head[4:8], "big")
     if not MIN_FRAME <= total <= MAX_FRAME or not 2 <= csize <= total - 4 or head[8] != 0x08:
         return None
-    value = shift = 0
-    for i in range(9, min(len(head), 12)):
-        value |= (head[i] & 0x7F) << shift
-        if not head[i] & 0x80:
-            return (value, i + 1) if value in TYPE_NAMES else None
-        shift += 7
-    return None
+    try:
+        value, after = uvarint_at(head, 9, min(len(head), 12))  # the type: at most 3 bytes
+    except DecodeError:
+        return None
+    return (value, after) if value in TYPE_NAMES else None
 
 
 class PulsarDissector:
@@ -53,6 +53,12 @@ class PulsarDissector:
     title = "Pulsar"
     ports: tuple[int, ...] = (6650, 6651)
     max_frame = MAX_FRAME
+    style = "magenta"
+    columns = COLUMNS
+    diagnostics = DIAGNOSTICS
+
+    def field_keys(self) -> list[KeyInfo] | None:
+        return None  # no key table: `kdissect fields pulsar --from CAPTURE` lists what a capture holds
 
     def probe(self, head: bytes) -> float:
         found = _probe_type(head)
@@ -72,10 +78,12 @@ class PulsarDissector:
     def new_framer(self, to_server: bool, state: ConversationState | None = None) -> Framer:
         return LengthPrefixedFramer(self.max_frame, to_server, MIN_FRAME)
 
-    def new_state(self) -> ConversationState:
-        return ConversationState()
+    def new_state(self) -> PulsarConversation:
+        return PulsarConversation()
 
     def dissect(self, msg: Message, state: ConversationState, opts: Options) -> None:
+        if not isinstance(state, PulsarConversation):
+            raise TypeError("the Pulsar dissector needs the state its new_state() returns")
         ctx = WalkContext(redact=frozenset() if opts.show_secrets else SECRETS, budget=Budget(opts))
         try:
             _dissect(msg, state, opts, ctx)
@@ -84,7 +92,7 @@ class PulsarDissector:
             msg.inflated = ctx.budget.inflated
 
 
-def _dissect(msg: Message, state: ConversationState, opts: Options, ctx: WalkContext) -> None:
+def _dissect(msg: Message, state: PulsarConversation, opts: Options, ctx: WalkContext) -> None:
     data = msg.data
     r = WireReader(data)
     total = r.uint32()
@@ -126,13 +134,12 @@ def _body(base: list[Field], code: int, type_name: str, ctx: WalkContext, at: in
     """The command's body field. whole: the command was not cut short (else a missing body may
     simply lie past the cut)."""
     if code not in TYPE_NAMES:
-        ctx.note(Group.UNDECODED, "unknown_command", f"command type {code} unknown to protocol version 21", at,
-                 Severity.WARNING)
+        ctx.note("unknown_command", f"command type {code} unknown to protocol version 21", at)
         return None
     name, _ = BODY[code]
     body = next((f for f in base if f.name == name), None)
     if body is None and whole and type_name not in ("PING", "PONG"):
-        ctx.note(Group.MALFORMED, "missing_body", f"{type_name} without its {name} field", at, Severity.WARNING)
+        ctx.note("missing_body", f"{type_name} without its {name} field", at)
     return body
 
 
@@ -144,8 +151,7 @@ def _rest(msg: Message, r: WireReader, type_name: str, ctx: WalkContext,
         return None, False
     at = r.pos
     if type_name not in PAYLOAD_TYPES:
-        ctx.note(Group.UNDECODED, "trailing", f"{r.remaining} bytes after a {type_name} command", at,
-                 Severity.WARNING)
+        ctx.note("trailing", f"{r.remaining} bytes after a {type_name} command", at)
         n = r.remaining
         msg.fields.append(Field("trailing", r.rest(), at, n, hint=RAW))
         return None, False
@@ -153,7 +159,7 @@ def _rest(msg: Message, r: WireReader, type_name: str, ctx: WalkContext,
         fields, facts = decode_payload(msg.data, at, ctx, opts)
     except DecodeError as e:
         where = e.offset if e.offset >= 0 else at
-        ctx.diags.append(Diagnostic(Severity.ERROR, Group.MALFORMED, "pulsar.payload", f"payload: {e}", where))
+        ctx.note("payload", f"payload: {e}", where)
         msg.fields += take_partial(e)  # the payload section up to the break
         if where < len(msg.data):
             msg.fields.append(Field("undecoded", msg.data[where:], where, len(msg.data) - where, hint=RAW))
@@ -162,14 +168,7 @@ def _rest(msg: Message, r: WireReader, type_name: str, ctx: WalkContext,
     return facts, False
 
 
-def _remember(state: ConversationState, table: str, key: Any, topic: Any) -> None:
-    ids = state.extra.setdefault(table, {})
-    if len(ids) >= MAX_IDS and key not in ids:
-        ids.pop(next(iter(ids)))
-    ids[key] = topic
-
-
-def _facts(msg: Message, state: ConversationState, type_name: str, body: Field | None) -> None:
+def _facts(msg: Message, state: PulsarConversation, type_name: str, body: Field | None) -> None:
     """msg.info (topic, ids, version, error) and the producer/consumer -> topic memory."""
     info = msg.info
     if body is None:
@@ -177,13 +176,13 @@ def _facts(msg: Message, state: ConversationState, type_name: str, body: Field |
     topic = body.get("topic")
     pid, cid = body.get("producer_id"), body.get("consumer_id")
     if type_name == "PRODUCER" and topic is not None:
-        _remember(state, "producers", pid, topic)
+        remember(state.producers, pid, topic)
     elif type_name == "SUBSCRIBE" and topic is not None:
-        _remember(state, "consumers", cid, topic)
+        remember(state.consumers, cid, topic)
     if topic is None and pid is not None:
-        topic = state.extra.get("producers", {}).get(pid)
+        topic = state.producers.get(pid)
     if topic is None and cid is not None:
-        topic = state.extra.get("consumers", {}).get(cid)
+        topic = state.consumers.get(cid)
     if topic is None and msg.peer is not None:
         topic = msg.peer.info.get("topic")
     for key, value in (("topic", topic), ("producer_id", pid), ("consumer_id", cid),
@@ -195,8 +194,7 @@ def _facts(msg: Message, state: ConversationState, type_name: str, body: Field |
     if text:
         info["error_message"] = text
     if name is not None:
-        msg.add(Diagnostic(Severity.WARNING, Group.PROTOCOL, "pulsar.error", f"{type_name}: {name}" +
-                           (f": {text}" if text else "")))
+        msg.add(DIAGNOSTICS("error", f"{type_name}: {name}" + (f": {text}" if text else "")))
 
 
 DISSECTOR = PulsarDissector()

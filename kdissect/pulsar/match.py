@@ -11,18 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from kdissect.dissect.base import ConversationState
 from kdissect.model import Field, Message
 from kdissect.pulsar.commands import ANSWER, ANSWER_TYPES, ROLES
+from kdissect.pulsar.conversation import MAX_SEND_KEYS, PulsarConversation
 
 
-def _request(msg: Message, state: ConversationState, key: Hashable) -> None:
+def _request(msg: Message, state: PulsarConversation, key: Hashable) -> None:
     msg.kind = "request"
     msg.expects_response = True
     state.pending.add(key, msg)
 
 
-def _response(msg: Message, state: ConversationState, key: Hashable) -> None:
+def _response(msg: Message, state: PulsarConversation, key: Hashable) -> None:
     msg.kind = "response"
     msg.expects_response = False
     req = state.pending.pop(key)
@@ -35,15 +35,15 @@ def _oneway(msg: Message, kind: str) -> None:
     msg.expects_response = False
 
 
-def _connect(msg: Message, state: ConversationState, body: Field | None) -> None:
+def _connect(msg: Message, state: PulsarConversation, body: Field | None) -> None:
     _request(msg, state, ("connect",))
 
 
-def _connected(msg: Message, state: ConversationState, body: Field | None) -> None:
+def _connected(msg: Message, state: PulsarConversation, body: Field | None) -> None:
     _response(msg, state, ("connect",))
 
 
-def _auth_challenge(msg: Message, state: ConversationState, body: Field | None) -> None:
+def _auth_challenge(msg: Message, state: PulsarConversation, body: Field | None) -> None:
     # During the handshake a challenge answers CONNECT (or the previous AUTH_RESPONSE); later,
     # a broker refreshing credentials asks on its own and waits for an AUTH_RESPONSE.
     if state.pending.peek(("connect",)) is not None:
@@ -52,22 +52,22 @@ def _auth_challenge(msg: Message, state: ConversationState, body: Field | None) 
         _request(msg, state, ("auth",))
 
 
-def _auth_response(msg: Message, state: ConversationState, body: Field | None) -> None:
+def _auth_response(msg: Message, state: PulsarConversation, body: Field | None) -> None:
     if state.pending.peek(("auth",)) is not None:
         _response(msg, state, ("auth",))
     else:
         _request(msg, state, ("connect",))  # the handshake goes on: CONNECTED or another challenge
 
 
-def _ping(msg: Message, state: ConversationState, body: Field | None) -> None:
+def _ping(msg: Message, state: PulsarConversation, body: Field | None) -> None:
     _request(msg, state, ("ping", msg.to_server))
 
 
-def _pong(msg: Message, state: ConversationState, body: Field | None) -> None:
+def _pong(msg: Message, state: PulsarConversation, body: Field | None) -> None:
     _response(msg, state, ("ping", not msg.to_server))
 
 
-def _ack(msg: Message, state: ConversationState, body: Field | None) -> None:
+def _ack(msg: Message, state: PulsarConversation, body: Field | None) -> None:
     rid = body.get("request_id") if body is not None else None
     if rid is None:
         _oneway(msg, "request")
@@ -76,22 +76,20 @@ def _ack(msg: Message, state: ConversationState, body: Field | None) -> None:
     _request(msg, state, ("ack", body.get("consumer_id") if body else None, rid))
 
 
-def _ack_response(msg: Message, state: ConversationState, body: Field | None) -> None:
+def _ack_response(msg: Message, state: PulsarConversation, body: Field | None) -> None:
     rid = body.get("request_id") if body is not None else None
     msg.info["corr"] = rid
     _response(msg, state, ("ack", body.get("consumer_id") if body else None, rid))
 
 
-MAX_SEND_KEYS = 4096
 
-
-def _send_key(msg: Message, state: ConversationState, body: Field | None, answer: bool) -> tuple[Any, ...]:
+def _send_key(msg: Message, state: PulsarConversation, body: Field | None, answer: bool) -> tuple[Any, ...]:
     """("send", producer_id, sequence_id, n): the chunks of one message share a sequence id, so
     the n-th SEND with that id waits for the n-th receipt."""
     pid = body.get("producer_id") if body is not None else None
     seq = body.get("sequence_id") if body is not None else None
     msg.info["corr"] = f"{pid}:{seq}"
-    counters: dict[tuple[Any, Any], list[int]] = state.extra.setdefault("send_seq", {})
+    counters = state.send_seq
     c = counters.get((pid, seq))
     if c is None:
         if len(counters) >= MAX_SEND_KEYS:
@@ -105,15 +103,15 @@ def _send_key(msg: Message, state: ConversationState, body: Field | None, answer
     return ("send", pid, seq, n)
 
 
-def _send(msg: Message, state: ConversationState, body: Field | None) -> None:
+def _send(msg: Message, state: PulsarConversation, body: Field | None) -> None:
     _request(msg, state, _send_key(msg, state, body, False))
 
 
-def _send_answer(msg: Message, state: ConversationState, body: Field | None) -> None:
+def _send_answer(msg: Message, state: PulsarConversation, body: Field | None) -> None:
     _response(msg, state, _send_key(msg, state, body, True))
 
 
-def _error(msg: Message, state: ConversationState, body: Field | None) -> None:
+def _error(msg: Message, state: PulsarConversation, body: Field | None) -> None:
     """ERROR may answer any request with a request_id, whatever response it waited for."""
     rid = body.get("request_id") if body is not None else None
     msg.info["corr"] = rid
@@ -124,7 +122,7 @@ def _error(msg: Message, state: ConversationState, body: Field | None) -> None:
     _response(msg, state, ("req", rid, "SUCCESS"))
 
 
-Special = Callable[[Message, ConversationState, "Field | None"], None]
+Special = Callable[[Message, PulsarConversation, "Field | None"], None]
 
 SPECIAL: dict[str, Special] = {
     "CONNECT": _connect,
@@ -148,7 +146,7 @@ def _corr(values: list[Any]) -> Any:
     return ":".join(str(v) for v in values)
 
 
-def apply(msg: Message, state: ConversationState, type_name: str, body: Field | None) -> None:
+def apply(msg: Message, state: PulsarConversation, type_name: str, body: Field | None) -> None:
     """Set msg.kind, msg.expects_response and msg.peer for a command of type `type_name`."""
     special = SPECIAL.get(type_name)
     if special is not None:

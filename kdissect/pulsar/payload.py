@@ -11,16 +11,16 @@ payloads and chunks of a larger message stay as they are.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import crc32c
 
 from kdissect.dissect.base import Options
 from kdissect.dissect.partial import inline_partial, keep_partial
 from kdissect.errors import DecodeError, Truncated
-from kdissect.model import BYTES, ENUM, RAW, STRUCT, Diagnostic, Field, Group, Severity, array, struct
-from kdissect.pulsar.compression import CodecError, decompress
+from kdissect.model import BYTES, ENUM, RAW, STRUCT, Diagnostic, Field, array, struct
 from kdissect.pulsar.protowire import WalkContext, walk
+from kdissect.wire.codecs import CodecError, CodecUnavailable, decompress
 from kdissect.wire.reader import WireReader
 
 MAGIC_CRC32C = 0x0E01
@@ -54,7 +54,7 @@ def decode_payload(data: bytes, pos: int, ctx: WalkContext, opts: Options) -> tu
             r.skip(2)
             out.extend(_checksum(r, data, ctx, facts))
         else:
-            ctx.note(Group.PROTOCOL, "no_checksum", "payload without magic 0x0e01 and checksum (protocol < 6)", r.pos)
+            ctx.note("no_checksum", "payload without magic 0x0e01 and checksum (protocol < 6)", r.pos)
         meta_at = r.pos
         size = r.uint32()
         out.append(Field("metadata_size", size, meta_at, 4))
@@ -113,10 +113,7 @@ def _checksum(r: WireReader, data: bytes, ctx: WalkContext, facts: PayloadFacts)
         fields.append(Field("checksum_status", "correct", at + 2, 4))
         return fields
     fields.append(Field("checksum_status", f"incorrect, should be 0x{computed:08x}", at + 2, 4))
-    ctx.diags.append(Diagnostic(
-        Severity.ERROR, Group.CHECKSUM, "pulsar.checksum",
-        f"CRC32-C mismatch: frame says 0x{value:08x}, computed 0x{computed:08x}", at + 2,
-    ))
+    ctx.note("checksum", f"CRC32-C mismatch: frame says 0x{value:08x}, computed 0x{computed:08x}", at + 2)
     return fields
 
 
@@ -143,7 +140,7 @@ def _payload(data: bytes, start: int, end: int, meta: Field, ctx: WalkContext, o
     payload = Field("payload", raw, start, end - start, hint=BYTES)
     if facts.encryption_keys:
         payload.label = "payload (encrypted)"
-        ctx.note(Group.COMMENT, "encrypted", f"encrypted payload, keys: {', '.join(facts.encryption_keys)}", start)
+        ctx.note("encrypted", f"encrypted payload, keys: {', '.join(facts.encryption_keys)}", start)
         return [payload]
     if facts.chunk or not opts.decode_records:
         return [payload]
@@ -168,24 +165,47 @@ def _int(v: object) -> int:
     return v if isinstance(v, int) else 0
 
 
+# MessageMetadata.compression -> the codec of wire/codecs.py
+_CODECS = {"LZ4": "lz4-block", "ZLIB": "zlib", "ZSTD": "zstd", "SNAPPY": "snappy"}
+
+
 def _decompressed(raw: bytes, start: int, meta: Field, codec: str, ctx: WalkContext, opts: Options) -> bytes | None:
-    """The payload decompressed within what is left of the message's budget."""
+    """The payload decompressed within what is left of the message's budget. The output must
+    be the `uncompressed_size` the metadata announces, which also caps the codec's work."""
     if codec == "NONE":
         return raw
     size = _int(meta.get("uncompressed_size"))
     cap = min(opts.max_decompressed, ctx.budget.inflate_left)
+    name = codec.lower()
     if size > cap:
-        ctx.note(Group.UNDECODED, "decompress_cap",
-                 f"{codec.lower()}: uncompressed size {size} exceeds the cap of {cap} bytes",
-                 start, Severity.WARNING)
+        ctx.note("decompress_cap", f"{name}: uncompressed size {size} exceeds the cap of {cap} bytes", start)
         return None
     try:
-        body = decompress(codec, raw, size, cap)
+        if codec not in _CODECS:
+            raise CodecError(f"unknown compression {codec}")
+        body = decompress(_CODECS[codec], raw, size, size)
+    except CodecUnavailable as e:
+        ctx.note("codec_unavailable", f"{e}: payload not decoded", start)
+        return None
     except CodecError as e:
-        ctx.note(Group.MALFORMED, "decompress", str(e), start, Severity.ERROR)
+        ctx.budget.spend(e.produced, False)
+        ctx.note("decompress", _problem(e, name, size, cap), start)
+        return None
+    if len(body) != size:
+        ctx.budget.spend(len(body), False)
+        ctx.note("decompress", f"{name}: {len(body)} bytes decompressed, metadata says {size}", start)
         return None
     ctx.budget.spend(len(body), True)
     return body
+
+
+def _problem(e: CodecError, name: str, size: int, cap: int) -> str:
+    """What went wrong, for a codec capped at the announced `size` (`cap`: the budget's)."""
+    if not e.capped:
+        return str(e)
+    if e.declared is not None and e.declared > cap:
+        return f"{name}: declared size {e.declared} exceeds the cap of {cap} bytes"
+    return f"{name}: {size + 1 if e.declared is None else e.declared} bytes decompressed, metadata says {size}"
 
 
 def _batch(buf: bytes, pos: int, end: int, count: int, at: int, length: int, rebase: bool,
@@ -203,7 +223,7 @@ def _batch(buf: bytes, pos: int, end: int, count: int, at: int, length: int, reb
             r.count(count, 4)
         for i in range(count):
             if b.entries_left <= 0 or b.elements_left <= 0:
-                ctx.note(Group.COMMENT, "batch_limit", f"{count} messages in the batch, more than a message may "
+                ctx.note("batch_limit", f"{count} messages in the batch, more than a message may "
                          f"show ({b.entries_limit} entries, {b.elements_limit} fields): the first {i} are shown",
                          r.pos)
                 break
@@ -211,7 +231,7 @@ def _batch(buf: bytes, pos: int, end: int, count: int, at: int, length: int, reb
             entries.append(_batch_entry(r, i, ctx))
     except DecodeError as e:
         broke = True
-        ctx.note(Group.MALFORMED, "batch", f"batch entry {len(entries)} of {count}: {e}", e.offset, Severity.ERROR)
+        ctx.note("batch", f"batch entry {len(entries)} of {count}: {e}", e.offset)
         if isinstance(e.partial, Field):
             entries.append(e.partial)  # the entry it cut short, as far as it goes
         at_break = e.offset if pos <= e.offset <= end else r.pos
@@ -219,8 +239,7 @@ def _batch(buf: bytes, pos: int, end: int, count: int, at: int, length: int, reb
     finally:
         ctx.cut = cut
     if not broke and not r.at_end() and len(entries) == count:
-        ctx.note(Group.MALFORMED, "batch_trailing", f"{r.remaining} bytes after the last batch entry", r.pos,
-                 Severity.WARNING)
+        ctx.note("batch_trailing", f"{r.remaining} bytes after the last batch entry", r.pos)
     if rebase:
         _rebase(entries, at, length)
         ctx.diags[diags_before:] = [_moved(d, at) for d in ctx.diags[diags_before:]]
@@ -255,4 +274,4 @@ def _rebase(fields: list[Field], at: int, length: int) -> None:
 
 
 def _moved(d: Diagnostic, at: int) -> Diagnostic:
-    return Diagnostic(d.severity, d.group, d.key, d.message, at)
+    return replace(d, offset=at)

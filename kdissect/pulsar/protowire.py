@@ -29,9 +29,8 @@ from kdissect.model import (
     TIME_MS,
     Diagnostic,
     Field,
-    Group,
-    Severity,
 )
+from kdissect.pulsar.diagnostics import DIAGNOSTICS
 from kdissect.pulsar.schema_table import ENUMS, MESSAGES
 from kdissect.wire.varint import uvarint_at, zigzag
 
@@ -78,7 +77,6 @@ class WalkContext:
 
     redact: frozenset[tuple[str, str]] = frozenset()  # (message, field) pairs to hide
     diags: list[Diagnostic] = field(default_factory=list)
-    prefix: str = "pulsar"
     # The message's allowance: every field decoded is one element; decompressed bytes, entries.
     budget: Budget = field(default_factory=Budget)
     # Where the captured bytes of a frame cut short end (else -1): a length-delimited value that
@@ -86,8 +84,9 @@ class WalkContext:
     # to the cut; the error carries the fields read (DecodeError.partial).
     cut: int = -1
 
-    def note(self, group: Group, key: str, text: str, offset: int, sev: Severity = Severity.NOTE) -> None:
-        self.diags.append(Diagnostic(sev, group, f"{self.prefix}.{key}", text, offset))
+    def note(self, name: str, text: str, offset: int) -> None:
+        """The Pulsar diagnostic `name` (see pulsar/diagnostics.py)."""
+        self.diags.append(DIAGNOSTICS(name, text, offset))
 
     def out_of_fields(self, offset: int) -> bool:
         """Whether the message may decode no more fields (noted once); else one is counted."""
@@ -96,8 +95,8 @@ class WalkContext:
             b.elements_left -= 1
             return False
         if b.first("pulsar.field_limit"):
-            self.note(Group.UNDECODED, "field_limit", f"more than {b.elements_limit} fields in the message: "
-                      "the rest are not decoded", offset, Severity.WARNING)
+            self.note("field_limit", f"more than {b.elements_limit} fields in the message: "
+                      "the rest are not decoded", offset)
         return True
 
 
@@ -277,7 +276,7 @@ def _submessage(buf: bytes, start: int, end: int, typ: str, name: str, ctx: Walk
         children = walk(buf, start, end, typ, ctx, depth + 1)
     except DecodeError as e:
         at = e.offset if e.offset >= 0 else start
-        ctx.note(Group.MALFORMED, "malformed_field", f"{typ} {name}: {e}", at, Severity.ERROR)
+        ctx.note("malformed_field", f"{typ} {name}: {e}", at)
         return Field(name, bytes(buf[start:end]), -1, 0, hint=RAW)
     return Field(name, None, -1, 0, children, STRUCT)
 
@@ -310,7 +309,7 @@ def _unknown(buf: bytes, pos: int, end: int, number: int, wire: int, at: int, me
     else:
         raise BadValue(f"{message}: field {number} has unsupported wire type {wire}", at)
     why = "with an unexpected wire type" if known else "unknown to protocol version 21"
-    ctx.note(Group.UNDECODED, "unknown_field", f"{message} field {number} (wire type {wire}) {why}: kept raw", at)
+    ctx.note("unknown_field", f"{message} field {number} (wire type {wire}) {why}: kept raw", at)
     return Field(f"field_{number}", value, at, pos - at, hint=None if wire == VARINT else RAW), pos
 
 
@@ -320,5 +319,4 @@ def _check_required(needed: tuple[str, ...], out: list[Field], message: str, sta
     present = {f.name for f in out}
     missing = [name for name in needed if name not in present]
     if missing:
-        ctx.note(Group.MALFORMED, "missing_required", f"{message}: required {', '.join(missing)} missing",
-                 start, Severity.WARNING)
+        ctx.note("missing_required", f"{message}: required {', '.join(missing)} missing", start)

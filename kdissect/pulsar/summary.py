@@ -8,6 +8,7 @@ from typing import Any
 from kdissect.model import ARRAY, ENUM, STRUCT, Field, Message
 from kdissect.pulsar.commands import BARE_FIELDS, ERROR_FIELDS, SUMMARY_FIELDS
 from kdissect.pulsar.payload import PayloadFacts
+from kdissect.text import plural
 
 
 def show(f: Field | None) -> str:
@@ -59,7 +60,7 @@ def _payload_words(facts: PayloadFacts | None) -> str:
     if facts is None:
         return ""
     n = facts.messages
-    words = f" {n} message{'s' if n != 1 else ''}"
+    words = " " + plural(n, "message")
     tags = []
     if facts.compression != "NONE":
         tags.append(facts.compression.lower())

@@ -5,6 +5,8 @@ Renderers never special-case a protocol: they read Message, Field hints and diag
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rich.console import Console
 from rich.text import Text
 
@@ -24,7 +26,6 @@ from kdissect.model import (
 )
 from kdissect.render.jsonout import printable
 
-PROTO_STYLE = {"kafka": "cyan", "zookeeper": "green", "pulsar": "magenta", "rocketmq": "yellow"}
 SEVERITY_STYLE = {
     Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.NOTE: "blue", Severity.CHAT: "dim",
 }
@@ -43,13 +44,13 @@ def summary_plain(m: Message, t0: float, width_addr: int = 21) -> str:
             f"{m.protocol.upper():<9} {m.summary}{rtt_text(m)}")
 
 
-def summary_line(m: Message, t0: float, width_addr: int = 21) -> Text:
+def summary_line(m: Message, t0: float, width_addr: int = 21, proto_style: str = "bold") -> Text:
     """Like Wireshark's packet list: number, relative time, src → dst, protocol, summary."""
     t = Text()
     t.append(f"{m.frame:>6} ", style="dim")
     t.append(f"{m.ts - t0:11.6f} ")
     t.append(f"{m.src:>{width_addr}} → {m.dst:<{width_addr}} ")
-    t.append(f"{m.protocol.upper():<9} ", style=PROTO_STYLE.get(m.protocol, "bold"))
+    t.append(f"{m.protocol.upper():<9} ", style=proto_style)
     worst = m.worst
     style = SEVERITY_STYLE[worst] if worst in (Severity.ERROR, Severity.WARNING) else ""
     t.append(m.summary + rtt_text(m), style=style)
@@ -131,8 +132,9 @@ class TextRenderer:
     times faster for the millions of lines a verbose dump of a large capture has."""
 
     def __init__(self, console: Console, verbose: bool = False, hexdump: bool = False,
-                 max_bytes: int = 256) -> None:
+                 max_bytes: int = 256, styles: Mapping[str, str] | None = None) -> None:
         self.console = console
+        self.styles = styles or {}  # protocol name -> the colour of its protocol column
         self.verbose = verbose
         self.hex = hexdump
         self.max_bytes = max_bytes
@@ -151,7 +153,8 @@ class TextRenderer:
             self.console.file.write("\n".join(parts) + "\n")
             return
         c = self.console
-        c.print(summary_line(m, self.t0), soft_wrap=True, highlight=False)
+        line = summary_line(m, self.t0, proto_style=self.styles.get(m.protocol, "bold"))
+        c.print(line, soft_wrap=True, highlight=False)
         if details:
             c.print(Text("\n".join(details)), soft_wrap=True, highlight=False)
             for d in m.diagnostics:

@@ -9,7 +9,8 @@ from typing import Any
 
 from kdissect.dissect.base import Budget, Options
 from kdissect.errors import DecodeError
-from kdissect.model import BYTES, RAW, Diagnostic, Field, Group, error, note
+from kdissect.model import BYTES, RAW, Diagnostic, Field
+from kdissect.rocketmq.diagnostics import DIAGNOSTICS
 from kdissect.rocketmq.jfields import to_field
 from kdissect.rocketmq.ljson import JNode, looks_like_json, parse
 from kdissect.rocketmq.message import decode_all, decode_batch_entry, decode_messages, decompress_body
@@ -58,17 +59,18 @@ def _json(ctx: BodyContext, out: Body) -> Body:
     except DecodeError as e:
         part = e.partial
         if not isinstance(part, JNode) or not part.value:
-            out.diagnostics.append(error("rocketmq.body_json", f"body is not JSON: {e}", e.offset))
+            out.diagnostics.append(DIAGNOSTICS("body_json", f"body is not JSON: {e}", e.offset))
             return _raw(ctx, out)
         # It breaks part-way (cut short, most often): the members read before the break stay.
-        out.diagnostics.append(error("rocketmq.body_json", f"JSON body breaks part-way: {e}", part.end))
+        out.diagnostics.append(DIAGNOSTICS("body_json", f"JSON body breaks part-way: {e}", part.end))
         out.json, out.broken = part, True
         out.fields.append(to_field("body", part))
         if part.end < len(ctx.buf):
             out.fields.append(Field("undecoded", ctx.buf[part.end :], part.end, len(ctx.buf) - part.end, hint=RAW))
         return out
     if trailing:
-        out.diagnostics.append(note("rocketmq.body_trailing", f"{trailing} bytes after the JSON body", len(ctx.buf) - trailing))
+        out.diagnostics.append(DIAGNOSTICS("body_trailing", f"{trailing} bytes after the JSON body",
+                                           len(ctx.buf) - trailing))
     out.json = node
     out.fields.append(to_field("body", node))
     return out
@@ -116,9 +118,8 @@ def _unknown_response(ctx: BodyContext, out: Body) -> Body:
         return _stored(ctx, out)
     if looks_like_json(ctx.buf[ctx.start : ctx.start + 64]):
         return _json(ctx, out)
-    out.diagnostics.append(note(
-        "rocketmq.body_unmatched", "response body kept raw: its request is not in the capture",
-        ctx.start, Group.UNDECODED,
+    out.diagnostics.append(DIAGNOSTICS(
+        "body_unmatched", "response body kept raw: its request is not in the capture", ctx.start,
     ))
     return _raw(ctx, out)
 

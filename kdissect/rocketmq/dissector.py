@@ -6,11 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from kdissect.dissect.base import MALFORMED_MARK, Budget, ConversationState, Options
+from kdissect.dissect.keyinfo import KeyInfo
 from kdissect.errors import BadLength, BadValue, DecodeError, Truncated
 from kdissect.framing.length_prefixed import Framer, LengthPrefixedFramer
-from kdissect.model import ENUM, FLAGS, Field, Group, Message, note, warning
+from kdissect.model import ENUM, FLAGS, Field, Message
 from kdissect.rocketmq.bodies import Body, BodyContext, decode_body
 from kdissect.rocketmq.codes import LANGUAGES, REQUEST_CODES
+from kdissect.rocketmq.columns import COLUMNS
+from kdissect.rocketmq.diagnostics import DIAGNOSTICS
 from kdissect.rocketmq.extfields import ext_fields
 from kdissect.rocketmq.header import Header, decode_binary, decode_json
 from kdissect.rocketmq.probe import frame_score
@@ -85,6 +88,12 @@ class RocketMQDissector:
     title = "RocketMQ"
     ports: tuple[int, ...] = PORTS
     max_frame = MAX_FRAME
+    style = "yellow"
+    columns = COLUMNS
+    diagnostics = DIAGNOSTICS
+
+    def field_keys(self) -> list[KeyInfo] | None:
+        return None  # no key table: `kdissect fields rocketmq --from CAPTURE` lists what a capture holds
 
     def probe(self, head: bytes) -> float:
         return frame_score(head, requests_only=True)
@@ -108,7 +117,7 @@ class RocketMQDissector:
         hlen = int.from_bytes(r.raw(3), "big")
         msg.fields.append(Field("header_length", hlen, 5, 3))
         if total != len(data) - 4:
-            msg.add(warning("rocketmq.length", f"length says {total} bytes, {len(data) - 4} present", 0, Group.MALFORMED))
+            msg.add(DIAGNOSTICS("length", f"length says {total} bytes, {len(data) - 4} present", 0))
         if hlen > total - 4:
             raise BadLength(f"header length {hlen} exceeds the frame length {total}", 5)
         h, broke = _header(data, st, hlen)
@@ -164,7 +173,7 @@ class RocketMQDissector:
             info.update(op=name, op_code=code, error_code=None, error=None)
             msg.summary = request_summary(name, code, ext, body)
             if code not in REQUEST_CODES:
-                msg.add(note("rocketmq.unknown_code", f"unknown request code {code}", 8, Group.UNDECODED))
+                msg.add(DIAGNOSTICS("unknown_code", f"unknown request code {code}", 8))
         else:
             name = response_name(code)
             req_code = req.info.get("op_code") if req is not None else None
@@ -187,9 +196,9 @@ def _response_diagnostic(msg: Message, code: int, name: str, remark: str | None)
         return
     text = f"response {name} ({code})" + (f": {remark}" if remark else "")
     if code in PARTIAL_SUCCESS_CODES:
-        msg.add(note("rocketmq.partial_success", text, 8, Group.PROTOCOL))
+        msg.add(DIAGNOSTICS("partial_success", text, 8))
     else:
-        msg.add(warning("rocketmq.error_response", text, 8, Group.PROTOCOL))
+        msg.add(DIAGNOSTICS("error_response", text, 8))
 
 
 DISSECTOR = RocketMQDissector()

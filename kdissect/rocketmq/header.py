@@ -8,7 +8,8 @@ from typing import Any
 
 from kdissect.dissect.base import MAX_ELEMENTS
 from kdissect.errors import BadLength, BadValue, DecodeError, Truncated
-from kdissect.model import Diagnostic, Field, Group, warning
+from kdissect.model import Diagnostic, Field
+from kdissect.rocketmq.diagnostics import DIAGNOSTICS
 from kdissect.rocketmq.jfields import named, to_field
 from kdissect.rocketmq.ljson import JNode, parse
 from kdissect.rocketmq.tables import LANGUAGE_CODES
@@ -69,7 +70,7 @@ def _json_scalar(h: Header, key: str, node: JNode) -> bool:
     """Store a known scalar header key; False when the key is not one."""
     if key in _JSON_INT_KEYS:
         if node.kind != "number" or not isinstance(node.value, int):
-            h.diagnostics.append(warning("rocketmq.header_type", f"header {key} is not an integer", node.start))
+            h.diagnostics.append(DIAGNOSTICS("header_type", f"header {key} is not an integer", node.start))
             return False
         setattr(h, _JSON_INT_KEYS[key], node.value)
     elif key == "language":
@@ -88,7 +89,7 @@ def _json_ext(h: Header, node: JNode, buf: bytes, base: int) -> None:
     if node.kind == "null":
         return
     if node.kind != "object":
-        h.diagnostics.append(warning("rocketmq.header_type", "extFields is not an object", node.start))
+        h.diagnostics.append(DIAGNOSTICS("header_type", "extFields is not an object", node.start))
         return
     for i, (key, key_start, v) in enumerate(node.value):
         if i == MAX_ELEMENTS:
@@ -101,8 +102,8 @@ def _json_ext(h: Header, node: JNode, buf: bytes, base: int) -> None:
 
 
 def _ext_limit(h: Header, at: int) -> None:
-    h.diagnostics.append(warning("rocketmq.ext_limit", f"more than {MAX_ELEMENTS} ext-fields: the rest are "
-                                 "not decoded", at, Group.UNDECODED))
+    h.diagnostics.append(DIAGNOSTICS("ext_limit", f"more than {MAX_ELEMENTS} ext-fields: the rest are "
+                                     "not decoded", at))
 
 
 def decode_json(buf: bytes, base: int) -> Header:
@@ -122,7 +123,8 @@ def decode_json(buf: bytes, base: int) -> Header:
     if root.kind != "object":
         raise BadValue("JSON header is not an object", base)
     if trailing:
-        h.diagnostics.append(warning("rocketmq.header_trailing", f"{trailing} bytes after the JSON header", base + len(buf) - trailing))
+        h.diagnostics.append(DIAGNOSTICS("header_trailing", f"{trailing} bytes after the JSON header",
+                                         base + len(buf) - trailing))
     _json_members(h, root, buf, base)
     return h
 
@@ -199,4 +201,4 @@ def _binary(h: Header, buf: bytes, base: int, end: int) -> None:
     h.fields["remark"] = Field("remark", h.remark, at, 4 + rlen)
     _binary_ext(h, r)
     if not r.at_end():
-        h.diagnostics.append(warning("rocketmq.header_trailing", f"{r.remaining} bytes after the binary header", r.pos))
+        h.diagnostics.append(DIAGNOSTICS("header_trailing", f"{r.remaining} bytes after the binary header", r.pos))

@@ -19,14 +19,10 @@ from kdissect.model import (
     TIME_MS,
     Diagnostic,
     Field,
-    Group,
     array,
-    error,
-    note,
     struct,
-    warning,
 )
-from kdissect.rocketmq.compress import DecompressError, TooLarge, decompress
+from kdissect.rocketmq.diagnostics import DIAGNOSTICS
 from kdissect.rocketmq.props import properties_from_bytes
 from kdissect.rocketmq.tables import (
     COMPRESSION_MASK,
@@ -40,11 +36,16 @@ from kdissect.rocketmq.tables import (
     SYSFLAG_STOREHOST_V6,
     message_sysflag_names,
 )
+from kdissect.wire.codecs import CodecError, CodecUnavailable, decompress
 from kdissect.wire.reader import WireReader
 
 # The smallest stored message: fixed fields (IPv4 hosts), empty body, topic and properties.
 MIN_STORED = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2
 MIN_BATCH_ENTRY = 4 * 5 + 2
+
+# The compression types of the sysflag -> the codecs of wire/codecs.py (ZLIB: java.util.zip's
+# Deflater; LZ4 and ZSTD: frames).
+CODECS = {"ZLIB": "zlib", "LZ4": "lz4", "ZSTD": "zstd"}
 
 
 class FieldReader:
@@ -98,17 +99,23 @@ def decompress_body(stored: bytes, sysflag: int, opts: Options, diags: list[Diag
     b = budget if budget is not None else Budget(opts)
     if b.inflate_left <= 0:
         if b.first("rocketmq.decompression_budget"):
-            diags.append(warning("rocketmq.decompression_budget",
-                                 f"the message has used its {b.inflate_limit}-byte decompression budget: "
-                                 "bodies from here on stay compressed", at, Group.UNDECODED))
+            diags.append(DIAGNOSTICS("decompression_budget",
+                                     f"the message has used its {b.inflate_limit}-byte decompression budget: "
+                                     "bodies from here on stay compressed", at))
         return stored
     codec = COMPRESSION_TYPES.get((sysflag & COMPRESSION_MASK) >> 8, "UNKNOWN")
+    left = b.inflate_left
     try:
-        out = decompress(stored, codec, b.inflate_left)
-    except DecompressError as e:
-        if isinstance(e, TooLarge):
-            b.spend(b.inflate_left, False)
-        diags.append(error("rocketmq.decompress", f"body does not decompress: {e}", at, Group.MALFORMED))
+        if codec not in CODECS:
+            raise CodecError(f"unknown compression {codec}")
+        out = decompress(CODECS[codec], stored, left)
+    except CodecUnavailable as e:
+        diags.append(DIAGNOSTICS("codec_unavailable", f"{e}: the body stays compressed", at))
+        return stored
+    except CodecError as e:
+        b.spend(e.produced, False)
+        why = f"{codec} output exceeds the {left}-byte limit" if e.capped else str(e)
+        diags.append(DIAGNOSTICS("decompress", f"body does not decompress: {why}", at))
         return stored
     b.spend(len(out), True)
     return out
@@ -117,7 +124,7 @@ def decompress_body(stored: bytes, sysflag: int, opts: Options, diags: list[Diag
 def _check_crc(stored: bytes, crc: int, at: int, diags: list[Diagnostic]) -> None:
     actual = zlib.crc32(stored)
     if crc not in (actual, actual & 0x7FFFFFFF, actual - (1 << 32)):
-        diags.append(error("rocketmq.body_crc", f"body CRC 0x{crc & 0xFFFFFFFF:08x} != computed 0x{actual:08x}", at, Group.CHECKSUM))
+        diags.append(DIAGNOSTICS("body_crc", f"body CRC 0x{crc & 0xFFFFFFFF:08x} != computed 0x{actual:08x}", at))
 
 
 def decode_stored(r: WireReader, opts: Options, diags: list[Diagnostic],
@@ -180,7 +187,7 @@ def _stored(fr: FieldReader, r: WireReader, opts: Options, diags: list[Diagnosti
                              budget)
         fr.fields.append(inner)
     if not mr.at_end():
-        diags.append(note("rocketmq.message_trailing", f"{mr.remaining} bytes after the message properties", mr.pos))
+        diags.append(DIAGNOSTICS("message_trailing", f"{mr.remaining} bytes after the message properties", mr.pos))
     return {"topic": topic, "queue_id": queue_id, "queue_offset": queue_offset, "msg_id": msg_id, "properties": props}
 
 
@@ -221,7 +228,7 @@ def _entry(fr: FieldReader, opts: Options, diags: list[Diagnostic], budget: Budg
     body_fields(fr, 0, opts, diags, budget)
     props = _props(fr, mr)
     if not mr.at_end():
-        diags.append(note("rocketmq.message_trailing", f"{mr.remaining} bytes after the message properties", mr.pos))
+        diags.append(DIAGNOSTICS("message_trailing", f"{mr.remaining} bytes after the message properties", mr.pos))
     return {"properties": props}
 
 
@@ -243,17 +250,17 @@ def decode_all(r: WireReader, opts: Options, diags: list[Diagnostic], one: Decod
         if b.entries_left <= 0 or b.elements_left <= 0:
             limited = True
             if b.first("rocketmq.message_limit"):
-                diags.append(note("rocketmq.message_limit",
-                                  f"more messages than a frame may show ({b.entries_limit} messages, "
-                                  f"{b.elements_limit} fields): {len(items)} shown, the last {r.end - at} "
-                                  "bytes are not decoded", at))
+                diags.append(DIAGNOSTICS("message_limit",
+                                         f"more messages than a frame may show ({b.entries_limit} messages, "
+                                         f"{b.elements_limit} fields): {len(items)} shown, the last {r.end - at} "
+                                         "bytes are not decoded", at))
             r.pos = r.end
             break
         try:
             f, info = one(r, opts, diags, b)
         except DecodeError as e:
             off = e.offset if e.offset >= 0 else at
-            diags.append(error("rocketmq.message_malformed", f"message {len(items)}: {e}", off))
+            diags.append(DIAGNOSTICS("message_malformed", f"message {len(items)}: {e}", off))
             if isinstance(e.partial, Field):
                 items.append(e.partial)  # the message it breaks, up to the break
             rest = off if at <= off <= r.end and e.partial is not None else at

@@ -12,6 +12,7 @@ from kdissect.rocketmq.tables import (
     PULL_STATUS_CODES,
     SUCCESS,
 )
+from kdissect.text import plural
 
 Spec = tuple[tuple[str, str], ...]
 
@@ -64,10 +65,6 @@ def _pairs(spec: Spec, ext: dict[str, Any]) -> list[str]:
     return out
 
 
-def _count(n: int) -> str:
-    return f"{n} message" if n == 1 else f"{n} messages"
-
-
 def _json_str(body: Body, key: str) -> str | None:
     node = body.json.get(key) if body.json is not None else None
     return node.value if node is not None and isinstance(node.value, str) else None
@@ -79,7 +76,7 @@ def request_summary(name: str, code: int | None, ext: dict[str, Any], body: Body
     if code in ALL_SEND_CODES and isinstance(props, dict):
         parts += [f"{label}={props[k]}" for label, k in SEND_PROPERTIES if props.get(k)]
     if body.messages is not None:
-        parts.append(_count(len(body.messages)))
+        parts.append(plural(len(body.messages), "message"))
     client = _json_str(body, "clientID")
     if client:
         parts.append(f"client={client}")
@@ -90,7 +87,7 @@ def response_summary(name: str, code: int | None, req_code: int | None, remark: 
     parts = [name]
     ok = code == SUCCESS or code in PARTIAL_SUCCESS_CODES or code in PULL_STATUS_CODES
     if body.messages is not None:
-        parts.append(_count(len(body.messages)))
+        parts.append(plural(len(body.messages), "message"))
     elif ok and req_code is not None:
         parts += _pairs(RESPONSE_SPECS.get(req_code, ()), ext)
     if remark and code != SUCCESS:

@@ -24,8 +24,8 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from kdissect.dissect.registry import parse_decode_as
 from kdissect.errors import UsageError
+from kdissect.protocols import parse_decode_as
 from kdissect.spark.inputs import python_files
 from kdissect.spark.schema import LAYERS, layer_ddl
 from kdissect.spark.units import Unit, plan

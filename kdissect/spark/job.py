@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdissect.spark.inputs import FileList, hadoop_files
-from kdissect.spark.schema import COMBINED_COLUMNS, PARTITION_COLUMNS
+from kdissect.spark.schema import PARTITION_COLUMNS, combined_columns
 from kdissect.spark.sqltypes import ddl
 from kdissect.spark.units import Piece, Unit, plan
 from kdissect.spark.worker import Config, combined, local_path
@@ -77,7 +77,7 @@ def _plain(uri: str) -> str:
 def decoded(spark: Any, p: Plan, cfg: Config, spark_io: bool = False) -> Any:
     """The combined DataFrame of a plan (lazy). spark_io: read even local captures through
     Spark's binaryFile source (what happens to captures on other file systems)."""
-    schema = ddl(COMBINED_COLUMNS)
+    schema = ddl(combined_columns())
     if not spark_io and all(local_path(piece.path) is not None for u in p.units for piece in u):
         n = len(p.units)
         return spark.range(0, n, 1, n).mapInArrow(_local_task(p.units, cfg), schema)

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kdissect import protocols
+from kdissect.dissect.base import Projection
 from kdissect.model import Message
 from kdissect.render.jsonout import message_dict
 from kdissect.spark.records import extract
-from kdissect.spark.schema import PROTOCOLS, Projection
 from kdissect.spark.values import Getter, as_int, as_text, converter, getter, json_map, json_text, utc_date
 
 Row = dict[str, Any]
@@ -35,7 +36,14 @@ def compile_projection(p: Projection) -> Compiled:
     return tuple((name, tuple(getter(path) for path in paths), converter(t)) for name, t, paths in p)
 
 
-COMPILED: dict[str, Compiled] = {proto: compile_projection(p) for proto, p in PROTOCOLS.items()}
+_COMPILED: dict[str, Compiled] = {}
+
+
+def _compiled(name: str, p: Projection) -> Compiled:
+    c = _COMPILED.get(name)
+    if c is None:
+        c = _COMPILED[name] = compile_projection(p)
+    return c
 
 
 def project(c: Compiled, fields: dict[str, Any], info: dict[str, Any]) -> Row:
@@ -80,11 +88,9 @@ def message_row(m: Message, max_bytes: int = 256, d: dict[str, Any] | None = Non
         "match": d["match"],
         "date": utc_date(ts),
     }
-    for proto in PROTOCOLS:
-        row[proto] = None
-    mine = COMPILED.get(m.protocol)
-    if mine is not None:
-        row[m.protocol] = project(mine, fields, info)
+    for proto in protocols.dissectors():
+        mine = proto.name == m.protocol
+        row[proto.name] = project(_compiled(proto.name, proto.columns), fields, info) if mine else None
     return row
 
 

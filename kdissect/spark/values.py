@@ -98,10 +98,6 @@ def converter(t: SqlType) -> Callable[[Any], Any]:
     return lambda v: None
 
 
-def coerce(t: SqlType, v: Any) -> Any:
-    return converter(t)(v)
-
-
 as_int = COERCE["int"]
 as_bigint = COERCE["bigint"]
 as_text = _string

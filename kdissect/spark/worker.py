@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdissect.dissect.base import Options
-from kdissect.dissect.registry import DissectorRegistry
 from kdissect.model import Message
+from kdissect.protocols import DissectorRegistry
 from kdissect.spark.rows import LAYER_ROWS, Row, combined_row
-from kdissect.spark.schema import COMBINED_COLUMNS, LAYERS
+from kdissect.spark.schema import combined_columns, layer_columns
 from kdissect.spark.sqltypes import Columns, arrow_schema
 from kdissect.spark.units import Piece, Unit, share_filter
 
@@ -148,10 +148,10 @@ def layer_rows(msgs: Iterable[Message], layer: str, max_bytes: int) -> Iterator[
 def read_unit(unit: Unit, cfg: Config, layer: str) -> Iterator[Any]:
     """The data source's read: one layer's batches for a unit."""
     msgs = (m for piece in unit for m in messages(piece, cfg))
-    yield from batches(layer_rows(msgs, layer, cfg.max_bytes), LAYERS[layer])
+    yield from batches(layer_rows(msgs, layer, cfg.max_bytes), layer_columns(layer))
 
 
 def combined(pieces: Iterable[tuple[Piece, bytes | None]], cfg: Config) -> Iterator[Any]:
     """The job's task: combined rows (messages + records + transaction) of some pieces."""
     msgs = (m for piece, content in pieces for m in messages(piece, cfg, content))
-    yield from batches((combined_row(m, cfg.max_bytes) for m in msgs), COMBINED_COLUMNS)
+    yield from batches((combined_row(m, cfg.max_bytes) for m in msgs), combined_columns())

@@ -1,30 +1,29 @@
 """Conversation: one TCP connection, like Wireshark's conversation_t.
 
-It owns a Reassembler per direction, decides which side is the server (SYN, then the port
-table, then the protocol probe), holds the first bytes of each side until a protocol is chosen,
-and then a Framer per direction plus the dissector's per-conversation state.
+It keeps the TCP facts: its endpoints, a Reassembler per direction, which side is the client
+(once a SYN or the layers above say), FIN, RST and SYN seen, packet and byte counts, and the
+events of each side held until the layers above choose a protocol. What those layers attach
+once they have (a dissector, its state, framers) is theirs, in the `app` slot: this layer only
+keeps it, so it knows nothing of them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Generic, TypeVar
 
 from kdissect.capture.l2l4 import format_addr
-from kdissect.dissect.base import ConversationState, Dissector
-from kdissect.framing.length_prefixed import Framer
-from kdissect.stream.reassembly import Event, Reassembler
+from kdissect.stream.reassembly import Data, Event, Reassembler
 
 Endpoint = tuple[bytes, int]
+T = TypeVar("T")
 
 PROBE_BYTES = 4096  # what a probe sees of each side's first bytes (a whole first message, often)
-MAX_UNDECIDED_BYTES = 16 * 1024  # give up detecting after this much data without a match
 
 
-class Conversation:
+class Conversation(Generic[T]):
     __slots__ = (
-        "index", "a", "b", "reasm", "client", "dissector", "state", "framers", "held",
-        "held_bytes", "ignored", "fin", "rst", "syn_seen", "names", "last_ts", "bytes", "packets",
-        "messages",
+        "index", "a", "b", "reasm", "client", "app", "held", "held_bytes", "ignored", "passive", "fin",
+        "rst", "syn_seen", "names", "last_ts", "bytes", "packets",
     )
 
     def __init__(self, index: int, a: Endpoint, b: Endpoint) -> None:
@@ -33,12 +32,11 @@ class Conversation:
         self.b = b  # side 1
         self.reasm = (Reassembler(), Reassembler())
         self.client: int | None = None  # 0 or 1 once known
-        self.dissector: Dissector | None = None
-        self.state: ConversationState | None = None
-        self.framers: list[Framer | None] = [None, None]
+        self.app: T | None = None  # what the layers above attach once they know the protocol
         self.held: list[list[Event]] = [[], []]  # events before a protocol is chosen
         self.held_bytes = [0, 0]
-        self.ignored = False
+        self.ignored = False  # only its packets are counted (no protocol was found)
+        self.passive = False  # not reassembled: only its packets, bytes and end are tracked
         self.fin = [False, False]
         self.rst = False
         self.syn_seen = [False, False]  # whether each side's stream start was captured
@@ -46,7 +44,6 @@ class Conversation:
         self.last_ts = 0.0
         self.bytes = [0, 0]
         self.packets = 0
-        self.messages = 0
 
     def side_of(self, src: bytes, sport: int) -> int:
         return 0 if (src, sport) == self.a else 1
@@ -71,15 +68,31 @@ class Conversation:
                 break
         return bytes(out[:PROBE_BYTES])
 
-    def describe(self) -> dict[str, Any]:
-        client = self.client if self.client is not None else 0
-        return {
-            "stream": self.index,
-            "client": self.names[client],
-            "server": self.names[1 - client],
-            "protocol": self.dissector.name if self.dissector else None,
-            "packets": self.packets,
-            "bytes_to_server": self.bytes[client],
-            "bytes_to_client": self.bytes[1 - client],
-            "messages": self.messages,
-        }
+    def hold(self, side: int, events: list[Event]) -> None:
+        """Keep events of side until a protocol is chosen."""
+        self.held[side].extend(events)
+        self.held_bytes[side] += sum(len(e.data) for e in events if isinstance(e, Data))
+
+    def take_held(self) -> list[tuple[int, list[Event]]]:
+        """The held events of each side that has some, in capture order of their first frame
+        (the client first on ties); nothing stays held."""
+        held, self.held = self.held, [[], []]
+        order = sorted((0, 1), key=lambda s: (_first_frame(held[s]), s != self.client))
+        return [(side, held[side]) for side in order if held[side]]
+
+    def ignore(self) -> None:
+        """From now on only count its packets (the layers above gave up on it)."""
+        self.ignored = True
+        self.held = [[], []]
+
+    def make_passive(self) -> None:
+        """From now on track only its packets, bytes and end: no reassembly."""
+        self.passive = True
+        self.held = [[], []]
+
+
+def _first_frame(events: list[Event]) -> int:
+    for ev in events:
+        if isinstance(ev, Data):
+            return ev.frame
+    return 1 << 62

@@ -21,8 +21,6 @@ _U32 = struct.Struct(">I").unpack_from
 _I64 = struct.Struct(">q").unpack_from
 _U64 = struct.Struct(">Q").unpack_from
 _F64 = struct.Struct(">d").unpack_from
-_I32LE = struct.Struct("<i").unpack_from
-_I64LE = struct.Struct("<q").unpack_from
 
 
 class WireReader:
@@ -126,20 +124,6 @@ class WireReader:
         self.pos = p + 8
         return float(_F64(self.buf, p)[0])
 
-    def int32le(self) -> int:
-        p = self.pos
-        if p + 4 > self.end:
-            raise Truncated("int32 past the end", p)
-        self.pos = p + 4
-        return int(_I32LE(self.buf, p)[0])
-
-    def int64le(self) -> int:
-        p = self.pos
-        if p + 8 > self.end:
-            raise Truncated("int64 past the end", p)
-        self.pos = p + 8
-        return int(_I64LE(self.buf, p)[0])
-
     def boolean(self) -> bool:
         return self.uint8() != 0
 
@@ -192,15 +176,6 @@ class WireReader:
             raise BadLength(f"string length {n}", self.pos - 2)
         return self.text(n)
 
-    def string32(self) -> str | None:
-        """int32 length + UTF-8; -1 is null."""
-        n = self.int32()
-        if n == -1:
-            return None
-        if n < -1:
-            raise BadLength(f"string length {n}", self.pos - 4)
-        return self.text(n)
-
     def bytes32(self) -> bytes | None:
         """int32 length + bytes; -1 is null."""
         n = self.int32()
@@ -216,12 +191,6 @@ class WireReader:
         if n == 0:
             return None
         return self.text(n - 1)
-
-    def compact_bytes(self) -> bytes | None:
-        n = self.uvarint32()
-        if n == 0:
-            return None
-        return self.raw(n - 1)
 
     def uuid(self) -> str:
         return str(_uuid.UUID(bytes=self.raw(16)))

@@ -4,24 +4,27 @@ xid, watch notifications, multi/multiRead, and four-letter admin words on the cl
 from __future__ import annotations
 
 from kdissect.dissect.base import Budget, ConversationState, Options
+from kdissect.dissect.keyinfo import KeyInfo
 from kdissect.model import Field, Message
 from kdissect.wire.reader import WireReader
-from kdissect.zookeeper import fourlw, packets, probe, session
+from kdissect.zookeeper import fieldkeys, fourlw, packets, probe, session
+from kdissect.zookeeper.columns import COLUMNS
+from kdissect.zookeeper.diagnostics import DIAGNOSTICS
 from kdissect.zookeeper.framer import TextLink, ZkFramer
 from kdissect.zookeeper.jute import Ctx
 
-STATE_KEY = "zookeeper"
 # jute.maxbuffer is 0xfffff by default; servers raise it, rarely beyond a few megabytes.
 MAX_FRAME = 4 * 1024 * 1024
 
 
-class ZkConversation:
-    """Per-conversation facts: which direction sent its first packet, a pending handshake, and
-    the admin word shared with the framers."""
+class ZkConversation(ConversationState):
+    """Per-conversation facts besides the pending requests: which direction sent its first
+    packet, a pending handshake, and the admin word shared with the framers."""
 
     __slots__ = ("link", "client_started", "server_started", "connect_pending")
 
-    def __init__(self) -> None:
+    def __init__(self, max_pending: int = 1024) -> None:
+        super().__init__(max_pending)
         self.link = TextLink()
         self.client_started = False
         self.server_started = False
@@ -29,11 +32,9 @@ class ZkConversation:
 
 
 def conversation(state: ConversationState) -> ZkConversation:
-    conv = state.extra.get(STATE_KEY)
-    if not isinstance(conv, ZkConversation):
-        conv = ZkConversation()
-        state.extra[STATE_KEY] = conv
-    return conv
+    if not isinstance(state, ZkConversation):
+        raise TypeError("the ZooKeeper dissector needs the state its new_state() returns")
+    return state
 
 
 def _is_binary(data: bytes) -> bool:
@@ -45,6 +46,12 @@ class ZooKeeperDissector:
     title = "ZooKeeper"
     ports: tuple[int, ...] = (2181,)
     max_frame = MAX_FRAME
+    style = "green"
+    columns = COLUMNS
+    diagnostics = DIAGNOSTICS
+
+    def field_keys(self) -> list[KeyInfo] | None:
+        return fieldkeys.field_keys()
 
     # -- detection ---------------------------------------------------------------------
 
@@ -59,9 +66,7 @@ class ZooKeeperDissector:
         return ZkFramer(self.max_frame, to_server, link)
 
     def new_state(self) -> ConversationState:
-        state = ConversationState()
-        conversation(state)
-        return state
+        return ZkConversation()
 
     # -- dissection --------------------------------------------------------------------
 

@@ -13,8 +13,8 @@ a LengthPrefixedFramer.
 
 from __future__ import annotations
 
-from kdissect.framing.length_prefixed import BoundaryProbe, ChunkIndex, LengthPrefixedFramer
-from kdissect.model import Diagnostic, Group, Pdu, Severity
+from kdissect.framing.length_prefixed import BoundaryProbe, ChunkIndex, LengthPrefixedFramer, gap_diag
+from kdissect.model import Diagnostic, Pdu
 from kdissect.zookeeper import fourlw
 
 UNDECIDED, BINARY, TEXT = "undecided", "binary", "text"
@@ -71,7 +71,7 @@ class ZkFramer:
 
     def gap(self, lost: int, frame_before: int, frame_after: int) -> list[Pdu]:
         if self.mode == TEXT:
-            self.diags.append(_gap_diag(lost, frame_before, frame_after))
+            self.diags.append(gap_diag(lost, frame_before, frame_after))
             return []
         out = self._replay_binary() if self.mode == UNDECIDED else []
         return out + self.inner.gap(lost, frame_before, frame_after)
@@ -141,10 +141,3 @@ class ZkFramer:
         self.buf.clear()
         self.index.drop_before(self.base)
         return [pdu]
-
-
-def _gap_diag(lost: int, before: int, after: int) -> Diagnostic:
-    return Diagnostic(
-        Severity.WARNING, Group.SEQUENCE, "tcp.gap",
-        f"{lost} bytes missing from the capture between frames {before} and {after}",
-    )

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from kdissect.dissect.base import Budget
 from kdissect.dissect.partial import keep_partial
 from kdissect.errors import BadLength, BadValue, DecodeError
-from kdissect.model import ARRAY, BYTES, STRUCT, Diagnostic, Field, Group, Severity, struct
+from kdissect.model import ARRAY, BYTES, STRUCT, Diagnostic, Field, struct
 from kdissect.wire.reader import WireReader
 from kdissect.zookeeper import annotate
+from kdissect.zookeeper.diagnostics import DIAGNOSTICS
 from kdissect.zookeeper.records_table import RECORDS
 
 
@@ -39,8 +40,8 @@ class Ctx:
         the budget."""
         if self.budget.first("zookeeper.vector_limit"):
             count = f"{n} elements" if n is not None else "more elements"
-            self.diags.append(Diagnostic(
-                Severity.WARNING, Group.UNDECODED, "zookeeper.vector_limit",
+            self.diags.append(DIAGNOSTICS(
+                "vector_limit",
                 f"{name}: {count}, past the {self.budget.elements_limit} elements a message may show: "
                 f"the first {shown} are shown", offset))
 

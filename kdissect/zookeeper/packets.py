@@ -11,11 +11,12 @@ from __future__ import annotations
 from kdissect.dissect.base import ConversationState
 from kdissect.dissect.partial import inline_partial, keep_partial, partial_fields
 from kdissect.errors import DecodeError
-from kdissect.model import STRUCT, Field, Group, Message, warning
+from kdissect.model import STRUCT, Field, Message
 from kdissect.wire.reader import WireReader
 from kdissect.zookeeper import multi, summary
 from kdissect.zookeeper.annotate import error_name, opcode_name
 from kdissect.zookeeper.codes_table import OPCODES
+from kdissect.zookeeper.diagnostics import DIAGNOSTICS
 from kdissect.zookeeper.jute import Ctx, read_fields
 
 NOTIFICATION_XID = -1
@@ -32,14 +33,14 @@ def _raw(r: WireReader, name: str) -> Field:
 def _undecoded(msg: Message, r: WireReader, why: str) -> list[Field]:
     if r.at_end():
         return []
-    msg.add(warning("zookeeper.undecoded", why, r.pos, Group.UNDECODED))
+    msg.add(DIAGNOSTICS("undecoded", why, r.pos))
     return [_raw(r, "body")]
 
 
 def _trailing(msg: Message, r: WireReader) -> list[Field]:
     if r.at_end():
         return []
-    msg.add(warning("zookeeper.trailing", f"{r.remaining} bytes after the record", r.pos, Group.MALFORMED))
+    msg.add(DIAGNOSTICS("trailing", f"{r.remaining} bytes after the record", r.pos))
     return [_raw(r, "trailing")]
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from kdissect.dissect.partial import partial_fields
 from kdissect.errors import DecodeError
-from kdissect.model import Field, Message, note
+from kdissect.model import Field, Message
 from kdissect.wire.reader import WireReader
+from kdissect.zookeeper.diagnostics import DIAGNOSTICS
 from kdissect.zookeeper.jute import Ctx, read_fields
 
 CONNECT_KEY = "connect"
@@ -52,7 +53,7 @@ def _flag(fields: list[Field], name: str) -> bool:
 
 def _tail_note(msg: Message, fields: list[Field], record: str) -> None:
     if not any(f.name == "read_only" for f in fields):
-        msg.add(note("zookeeper.no_read_only", f"{record} without the readOnly byte (a peer before 3.4)"))
+        msg.add(DIAGNOSTICS("no_read_only", f"{record} without the readOnly byte (a peer before 3.4)"))
 
 
 def _read(msg: Message, r: WireReader, ctx: Ctx, record: str) -> list[Field]:

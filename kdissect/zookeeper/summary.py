@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kdissect.model import Field
+from kdissect.text import plural
 
 Part = Callable[[Field], "str | None"]
 MAX_PATHS = 3
@@ -27,8 +28,7 @@ def _count(one: str, many: str) -> Part:
     def part(f: Field) -> str | None:
         if f.children is None:
             return None
-        n = len(f.children)
-        return f"{n} {one if n == 1 else many}"
+        return plural(len(f.children), one, many)
 
     return part
 

@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kdissect.capture.pcapfile import CaptureFile
-from kdissect.dissect.registry import DissectorRegistry
 from kdissect.errors import UsageError
 from kdissect.pipeline import Pipeline
+from kdissect.protocols import DissectorRegistry
 
 REPO = Path(__file__).resolve().parents[2]
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import SHARED_CAPTURES
 
-from kdissect.dissect.base import ConversationState, Options, run_dissector
-from kdissect.dissect.registry import DissectorRegistry
+from kdissect.dissect.base import Options, run_dissector
 from kdissect.kafka.apis import APIS
 from kdissect.kafka.dissector import DISSECTOR
 from kdissect.model import Message, Pdu
+from kdissect.protocols import DissectorRegistry
 
 CAPTURES = SHARED_CAPTURES / "kafka"
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -44,7 +44,7 @@ REAL = _real_messages()
 
 
 def run(data: bytes, to_server: bool, api_key: int = 0, version: int = 0) -> Message:
-    state = ConversationState()
+    state = DISSECTOR.new_state()
     if not to_server:  # a pending request so that the body is decoded
         req = Message(Pdu(b"", [0], 0.0, 0.0, True), 0, "c", "s", "kafka")
         corr = int.from_bytes(data[4:8], "big", signed=True) if len(data) >= 8 else 0

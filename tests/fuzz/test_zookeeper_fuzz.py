@@ -13,7 +13,7 @@ from kdissect.dissect.base import ConversationState, Options, run_dissector
 from kdissect.errors import DecodeError
 from kdissect.model import Message, Pdu
 from kdissect.wire.reader import WireReader
-from kdissect.zookeeper.dissector import DISSECTOR
+from kdissect.zookeeper.dissector import DISSECTOR, conversation
 from kdissect.zookeeper.framer import TextLink, ZkFramer
 from kdissect.zookeeper.jute import Ctx, read_fields
 from kdissect.zookeeper.records_table import RECORDS
@@ -49,7 +49,7 @@ def run(data: bytes, to_server: bool, state: ConversationState | None = None,
 
 def started() -> ConversationState:
     s = DISSECTOR.new_state()
-    conv = s.extra["zookeeper"]
+    conv = conversation(s)
     conv.client_started = conv.server_started = True
     return s
 

@@ -17,9 +17,9 @@ from support import SHARED_CAPTURES, shared_path
 
 pytest.importorskip("pyspark")
 
-from kdissect.dissect.registry import DissectorRegistry  # noqa: E402
 from kdissect.errors import UsageError  # noqa: E402
 from kdissect.pipeline import dissect_file  # noqa: E402
+from kdissect.protocols import DissectorRegistry  # noqa: E402
 from kdissect.spark import job, rows, session  # noqa: E402
 from kdissect.spark.schema import layer_ddl  # noqa: E402
 from kdissect.spark.worker import Config  # noqa: E402

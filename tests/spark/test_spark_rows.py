@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from support import SHARED_CAPTURES
 
-from kdissect.dissect.registry import DissectorRegistry
 from kdissect.errors import UsageError
 from kdissect.pipeline import dissect_file
+from kdissect.protocols import DissectorRegistry
 from kdissect.render.jsonout import dumps, message_dict
 from kdissect.spark import rows
-from kdissect.spark.schema import COMBINED_COLUMNS, LAYERS, MESSAGE_COLUMNS, PROTOCOLS, layer_ddl
+from kdissect.spark.schema import LAYERS, combined_columns, layer_ddl, message_columns, protocol_columns
 from kdissect.spark.session import java_major
 from kdissect.spark.sqltypes import arrow_schema, ddl_type
 from kdissect.spark.units import Piece, flow_hash, plan, share_filter, split_size
@@ -58,7 +58,7 @@ def test_message_row_holds_the_whole_json_export() -> None:
                 assert row[key] == d[key], (path, key)
             assert json.loads(row["fields"]) == json.loads(dumps(d["fields"]))
             assert {k: json.loads(v) for k, v in row["info"]} == json.loads(dumps(d["info"]))
-            assert set(row) == {n for n, _ in MESSAGE_COLUMNS}
+            assert set(row) == {n for n, _ in message_columns()}
 
 
 def test_kafka_request_columns() -> None:
@@ -182,11 +182,11 @@ def test_schema_renders_as_ddl_and_arrow() -> None:
     pa = pytest.importorskip("pyarrow")
     for layer in LAYERS:
         assert layer_ddl(layer).startswith("`capture` STRING")
-    schema = arrow_schema(COMBINED_COLUMNS)
+    schema = arrow_schema(combined_columns())
     assert schema.field("info").type == pa.map_(pa.string(), pa.string())
     assert schema.field("time").type == pa.timestamp("us", tz="UTC")
     assert ddl_type(("map", "string", "string")) == "MAP<STRING, STRING>"
-    assert set(PROTOCOLS) == {"kafka", "zookeeper", "pulsar", "rocketmq"}
+    assert set(protocol_columns()) == {"kafka", "zookeeper", "pulsar", "rocketmq"}
 
 
 def test_json_map_is_json_dumps_per_value() -> None:

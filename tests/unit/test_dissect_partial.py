@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kdissect.diagnostics import Catalogue, decode_errors
 from kdissect.dissect.base import ConversationState, Options, run_dissector
 from kdissect.dissect.partial import inline_partial, keep_partial, partial_fields, take_partial
 from kdissect.errors import DecodeError, Truncated
@@ -39,6 +40,7 @@ class _Stub:
     """A dissector that decodes a header, sets a summary (or not), then breaks."""
 
     name, title, ports, max_frame = "stub", "Stub", (), 100
+    diagnostics = Catalogue("stub", "Stub", decode_errors())
 
     def __init__(self, summary: str, keep: str) -> None:
         self.summary, self.keep = summary, keep

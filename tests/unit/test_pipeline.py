@@ -8,9 +8,9 @@ from pcapgen import TcpConn, ethernet, kafka_request, kafka_response
 from tests_support_pipeline import run_packets
 
 from kdissect.capture.pcapfile import RawFrame
-from kdissect.dissect.registry import DissectorRegistry
 from kdissect.model import Message
 from kdissect.pipeline import Pipeline
+from kdissect.protocols import DissectorRegistry
 
 API_VERSIONS_V0_RESPONSE = struct.pack(">hi", 0, 0)  # error 0, no api keys
 PRODUCE_ACKS0 = struct.pack(">hii", 0, 1000, 0)  # acks=0, timeout, no topics

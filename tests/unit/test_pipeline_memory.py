@@ -119,7 +119,7 @@ def test_closed_conversations_are_freed_without_the_cycle_collector() -> None:
     finally:
         gc.enable()
     assert len(msgs) == 40 and alive == 0
-    assert not pipe.closed_streams
+    assert not pipe.output.closed_streams
 
 
 def test_redacted_values_stay_masked_when_a_body_is_dropped() -> None:

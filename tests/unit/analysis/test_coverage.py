@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from kdissect.analysis.coverage import looks_like, notes
+from kdissect.analysis.coverage import notes
 from kdissect.pipeline import Counters, PortTally
+from kdissect.pipeline.detect import looks_like
 
 
 def test_first_bytes() -> None:

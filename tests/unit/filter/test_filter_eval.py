@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kdissect.filter import FilterError, compile_filter
-from kdissect.model import ENUM, FLAGS, Diagnostic, Field, Group, Match, Message, Pdu, Severity, array, struct
+from kdissect.kafka.diagnostics import DIAGNOSTICS as KAFKA_DIAGNOSTICS
+from kdissect.model import ENUM, FLAGS, Field, Match, Message, Pdu, array, struct
 
 
 def _kafka_response() -> Message:
@@ -34,7 +35,7 @@ def _kafka_response() -> Message:
         Field("empty", None),
     ]
     m.match = Match(5, "request", 0.1234)
-    m.add(Diagnostic(Severity.WARNING, Group.PROTOCOL, "kafka.error", "an error"))
+    m.add(KAFKA_DIAGNOSTICS("trailing_bytes", "2 bytes after the body"))
     return m
 
 
@@ -117,7 +118,7 @@ KAFKA, ZK = _kafka_response(), _zk_request()
     ("kdissect.length == 40", True, False),
     ("kdissect.op == getData", False, True),
     ("kdissect.error", True, False),
-    ("kdissect.diag == kafka.error", True, False),
+    ("kdissect.diag == kafka.trailing_bytes", True, False),
     ("kdissect.severity == warning", True, False),
     ("kdissect.info.topic == orders", True, False),
     ("kdissect.to_server", True, True),

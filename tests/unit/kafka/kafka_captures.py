@@ -9,9 +9,9 @@ import pytest
 from support import SHARED_CAPTURES
 
 from kdissect.dissect.base import Options
-from kdissect.dissect.registry import DissectorRegistry
 from kdissect.model import Message
 from kdissect.pipeline import dissect_file
+from kdissect.protocols import DissectorRegistry
 
 CAPTURES = SHARED_CAPTURES / "kafka"
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from kdissect.kafka.schema_messages import FieldRow
+
 FIXED = {"int8": ">b", "int16": ">h", "uint16": ">H", "int32": ">i", "uint32": ">I", "int64": ">q",
          "float64": ">d"}
 
@@ -50,28 +52,27 @@ def scalar(typ: str, default: str | None, flexible: bool) -> bytes:
     raise KeyError(typ)
 
 
-def field(f: tuple[Any, ...], v: int, flexible: bool) -> bytes:
-    name, typ, _vlo, _vhi, nlo, nhi, _tag, _tlo, _thi, _flags, default, children = f
+def field(f: FieldRow, v: int, flexible: bool) -> bytes:
+    typ, children = f.type, f.children or ()
     if typ == "struct":
         body = encode(children, v, flexible)
-        return (b"\x01" + body) if nlo <= v <= nhi else body
+        return (b"\x01" + body) if f.nullable_min <= v <= f.nullable_max else body
     if typ == "[]struct":
         return _length(1, flexible, True) + encode(children, v, flexible)
     if typ.startswith("[]"):
         return _length(1, flexible, True) + scalar(typ[2:], None, flexible)
-    return scalar(typ, default, flexible)
+    return scalar(typ, f.default, flexible)
 
 
-def encode(fields: tuple[Any, ...], v: int, flexible: bool) -> bytes:
+def encode(fields: tuple[FieldRow, ...], v: int, flexible: bool) -> bytes:
     out = bytearray()
     tagged: list[tuple[int, bytes]] = []
     for f in fields:
-        _name, _typ, vlo, vhi, _nlo, _nhi, tag, tlo, thi = f[:9]
-        if not vlo <= v <= vhi:
+        if not f.min_version <= v <= f.max_version:
             continue
         data = field(f, v, flexible)
-        if flexible and tag >= 0 and tlo <= v <= thi:
-            tagged.append((tag, data))
+        if flexible and f.tag >= 0 and f.tagged_min <= v <= f.tagged_max:
+            tagged.append((f.tag, data))
         else:
             out += data
     if flexible:

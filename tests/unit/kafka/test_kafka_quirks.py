@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import struct
 
-from kdissect.dissect.base import ConversationState, Options, run_dissector
+from kdissect.dissect.base import Options, run_dissector
+from kdissect.kafka.conversation import KafkaConversation
 from kdissect.kafka.dissector import DISSECTOR
 from kdissect.kafka.error_codes import ERRORS, error_name
 from kdissect.model import Field, Group, Message, Pdu, Severity
@@ -18,7 +19,7 @@ def request(api: int, ver: int, corr: int, body: bytes, client: bytes = b"c") ->
     return frame(struct.pack(">hhih", api, ver, corr, len(client)) + client + body)
 
 
-def run(data: bytes, to_server: bool, state: ConversationState) -> Message:
+def run(data: bytes, to_server: bool, state: KafkaConversation) -> Message:
     msg = Message(Pdu(data, [1], 0.0, 0.0, to_server), 0, "c", "s", "kafka")
     run_dissector(DISSECTOR, msg, state, Options())
     return msg
@@ -39,7 +40,7 @@ def test_every_error_code_named() -> None:
 
 
 def test_api_versions_v3_error_gets_v0_body_with_header_v0() -> None:
-    state = ConversationState()
+    state = DISSECTOR.new_state()
     # ApiVersions v3 request: header v2 (int16 client id + tags), compact strings, tags
     req = run(request(18, 3, 5, b"\x00" + b"\x02a\x02b\x00"), True, state)
     assert not keys(req) and req.info["client_id"] == "c"
@@ -51,7 +52,7 @@ def test_api_versions_v3_error_gets_v0_body_with_header_v0() -> None:
 
 
 def test_newer_version_decoded_as_newest_with_assumption() -> None:
-    state = ConversationState()
+    state = DISSECTOR.new_state()
     # Heartbeat v99: decoded as v4 (flexible): compact group, generation, member, instance, tags
     m = run(request(12, 99, 1, b"\x00" + b"\x02g\x00\x00\x00\x01\x02m\x00\x00"), True, state)
     assert any(d.key == "kafka.newer_version" and d.group == Group.ASSUMPTION for d in m.diagnostics)
@@ -59,7 +60,7 @@ def test_newer_version_decoded_as_newest_with_assumption() -> None:
 
 
 def test_unknown_api_key_is_undecoded_not_fatal() -> None:
-    m = run(request(500, 0, 1, b"\x01\x02"), True, ConversationState())
+    m = run(request(500, 0, 1, b"\x01\x02"), True, DISSECTOR.new_state())
     assert any(d.key == "kafka.unknown_api" and d.group == Group.UNDECODED for d in m.diagnostics)
     assert m.fields[-1].value == b"\x01\x02"
 
@@ -67,18 +68,18 @@ def test_unknown_api_key_is_undecoded_not_fatal() -> None:
 def test_removed_version_is_a_note_only() -> None:
     # Produce v0: acks=-1, timeout, one topic "t", one partition 0, null records
     body = struct.pack(">hii", -1, 1000, 1) + b"\x00\x01t" + struct.pack(">iii", 1, 0, -1)
-    m = run(request(0, 0, 3, body), True, ConversationState())
+    m = run(request(0, 0, 3, body), True, DISSECTOR.new_state())
     assert [d.severity for d in m.diagnostics] == [Severity.NOTE]
     assert m.summary == "Produce v0 request corr=3 client=c acks=all t[0]"
 
 
 def test_response_without_request() -> None:
-    m = run(frame(struct.pack(">ih", 77, 0)), False, ConversationState())
+    m = run(frame(struct.pack(">ih", 77, 0)), False, DISSECTOR.new_state())
     assert m.info["corr"] == 77 and "kafka.request_not_captured" in keys(m)
 
 
 def test_sasl_handshake_v0_then_raw_tokens() -> None:
-    state = ConversationState()
+    state = DISSECTOR.new_state()
     run(request(17, 0, 1, b"\x00\x05PLAIN"), True, state)
     ok = run(frame(struct.pack(">ihi", 1, 0, 1) + b"\x00\x05PLAIN"), False, state)
     assert ok.info["error_code"] == 0
@@ -96,6 +97,6 @@ def test_response_api_inferred_when_unambiguous() -> None:
 
     resp = next(m for m in messages("ajbanjara__Wireshark__kafka-testcases-v4__metadata.pcapng")
                 if m.kind == "response" and m.info["version"] == 1 and m.info.get("topics"))
-    alone = run(resp.data, False, ConversationState())
+    alone = run(resp.data, False, DISSECTOR.new_state())
     assert alone.info["op"] == "Metadata" and alone.info["topics"] == resp.info["topics"]
     assert "kafka.api_inferred" in keys(alone) and "kafka.request_not_captured" not in keys(alone)

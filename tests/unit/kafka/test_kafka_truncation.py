@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kafka_captures import messages
 
-from kdissect.dissect.base import ConversationState, Options, run_dissector
+from kdissect.dissect.base import Options, run_dissector
 from kdissect.kafka.dissector import DISSECTOR
 from kdissect.model import Message, Pdu
 
@@ -19,7 +19,7 @@ SAMPLES = [
 
 
 def dissect(data: bytes, to_server: bool, request: Message | None) -> Message:
-    state = ConversationState()
+    state = DISSECTOR.new_state()
     if request is not None:
         state.pending.add(request.info["corr"], request)
     msg = Message(Pdu(data, [1], 0.0, 0.0, to_server), 0, "c", "s", "kafka")

@@ -255,8 +255,8 @@ def test_large_value() -> None:
 def _pipeline_messages(name: str) -> list[object]:
     import json
 
-    from kdissect.dissect.registry import DissectorRegistry
     from kdissect.pipeline import dissect_file
+    from kdissect.protocols import DissectorRegistry
 
     path = capture(name)
     ports = json.loads(path.with_suffix(".json").read_text())["ports"]

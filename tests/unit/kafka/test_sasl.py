@@ -123,8 +123,8 @@ def _sasl_tokens(show: bool) -> list[tuple[str, dict[str, object]]]:
     import json
     from pathlib import Path
 
-    from kdissect.dissect.registry import DissectorRegistry
     from kdissect.pipeline import dissect_file
+    from kdissect.protocols import DissectorRegistry
 
     path = Path(__file__).resolve().parents[3] / "captures" / "kafka" / "scripted_ck_sasl.pcap"
     if not path.exists():

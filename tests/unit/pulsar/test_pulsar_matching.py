@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import lz4.block
+import pytest
 from pulsar_testlib import (
     ACK,
     ACK_RESPONSE,
@@ -33,6 +34,8 @@ from pulsar_testlib import (
 )
 
 from kdissect.dissect.base import ConversationState, Options
+from kdissect.pulsar import conversation
+from kdissect.pulsar.conversation import PulsarConversation
 from kdissect.pulsar.dissector import DISSECTOR
 
 TOPIC = "persistent://public/default/orders"
@@ -86,6 +89,26 @@ def test_chunks_sharing_a_sequence_id_match_in_order() -> None:
     assert [r.peer for r in receipts] == sends
     err = run(simple(SEND_ERROR, pb((1, 0), (2, 5), (3, 2), (4, "disk"))), to_server=False, state=st)
     assert err.peer is None and err.info["error"] == "PersistenceError"
+
+
+def test_conversation_state_is_typed_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(conversation, "MAX_IDS", 2)
+    st = DISSECTOR.new_state()
+    assert isinstance(st, PulsarConversation)
+    for pid in range(3):
+        run(simple(PRODUCER, pb((1, f"{TOPIC}-{pid}"), (2, pid), (3, 10 + pid))), state=st)
+    run(simple(SUBSCRIBE, pb((1, TOPIC), (2, "sub"), (3, 0), (4, 8), (5, 10))), state=st)
+    assert st.producers == {1: f"{TOPIC}-1", 2: f"{TOPIC}-2"}  # the oldest was forgotten
+    assert st.consumers == {8: TOPIC}
+    run(simple(SEND, pb((1, 1), (2, 5))), state=st)
+    assert st.send_seq == {(1, 5): [1, 0]}
+    run(simple(SEND_RECEIPT, pb((1, 1), (2, 5))), to_server=False, state=st)
+    assert st.send_seq == {}
+
+
+def test_a_plain_conversation_state_is_refused() -> None:
+    with pytest.raises(TypeError):
+        run(simple(PING), state=ConversationState())
 
 
 def test_send_error_matches_and_reports() -> None:

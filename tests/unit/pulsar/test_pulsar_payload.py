@@ -116,6 +116,31 @@ def test_snappy_declared_size_is_capped_before_decompressing() -> None:
     assert "pulsar.decompress" in keys(msg)
 
 
+def test_decompress_messages() -> None:
+    body = zlib.compress(b"abc" * 10)
+    short = run(payload_frame(SEND, SEND_BODY, _meta((8, 2), (9, 31)), body))
+    long = run(payload_frame(SEND, SEND_BODY, _meta((8, 2), (9, 20)), body))
+    bogus = b"\xff\xff\xff\xff\x0f" + b"\x00" * 10  # snappy, claims 4 GB
+    huge = run(payload_frame(SEND, SEND_BODY, _meta((8, 4), (9, 10)), bogus), opts=Options(max_decompressed=1000))
+    assert [[d.message for d in m.diagnostics if d.key == "pulsar.decompress"] for m in (short, long, huge)] == [
+        ["zlib: 30 bytes decompressed, metadata says 31"],
+        ["zlib: 21 bytes decompressed, metadata says 20"],
+        ["snappy: declared size 4294967295 exceeds the cap of 1000 bytes"],
+    ]
+
+
+def test_a_missing_library_is_a_diagnostic(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kdissect.wire import codecs
+
+    monkeypatch.setitem(codecs._LIBS, "zstandard", False)
+    body = zstandard.ZstdCompressor().compress(BATCH)
+    msg = run(payload_frame(SEND, SEND_BODY, _meta((8, 3), (9, len(BATCH)), (11, 3)), body))
+    d = [d for d in msg.diagnostics if d.key == "pulsar.codec_unavailable"]
+    assert len(d) == 1 and d[0].group == Group.UNDECODED and d[0].severity == Severity.WARNING
+    assert d[0].message == "zstd: the zstandard package is not installed: payload not decoded"
+    assert value(msg, "payload") == body
+
+
 def test_encrypted_payload_is_marked() -> None:
     enc = pb((1, "key-a"), (2, b"\x01\x02"))
     msg = run(payload_frame(SEND, SEND_BODY, _meta((13, [enc, pb((1, "key-b"), (2, b"\x03"))]), (8, 1), (9, 50)),

@@ -118,6 +118,19 @@ def test_decompression_is_capped(run: Run) -> None:
     assert "limit" in msg.diagnostics[0].message
 
 
+def test_a_missing_library_is_a_diagnostic(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kdissect.wire import codecs
+
+    monkeypatch.setitem(codecs._LIBS, "lz4.frame", False)
+    ext = _v2("t", 0, {}, sysflag=0x101)
+    body = lz4.frame.compress(b"x" * 300)
+    msg = run(enc.frame(310, opaque=5, ext=ext, body=body))
+    assert [(d.key, d.group, d.severity) for d in msg.diagnostics] == [
+        ("rocketmq.codec_unavailable", Group.UNDECODED, Severity.WARNING)]
+    assert msg.diagnostics[0].message == "lz4: the lz4 package is not installed: the body stays compressed"
+    assert field(msg, "body") == body
+
+
 def test_batch_send_is_split(run: Run) -> None:
     body = enc.batch([(b"m0", {"KEYS": "a"}), (b"m1", {"KEYS": "b"})])
     msg = run(enc.frame(320, opaque=6, ext=_v2("t", 1, {}), body=body))

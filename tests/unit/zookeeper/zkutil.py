@@ -10,7 +10,7 @@ from support import SHARED, SHARED_CAPTURES
 
 from kdissect.dissect.base import ConversationState, Options, run_dissector
 from kdissect.model import Field, Message, Pdu
-from kdissect.zookeeper.dissector import DISSECTOR
+from kdissect.zookeeper.dissector import DISSECTOR, conversation
 
 REPO = Path(__file__).resolve().parents[3]
 SHARED_ZK = SHARED_CAPTURES / "zookeeper"
@@ -42,7 +42,7 @@ def dissect(data: bytes, to_server: bool, state: ConversationState | None = None
 def started(state: ConversationState | None = None) -> ConversationState:
     """A state past the handshake: both directions already sent their first packet."""
     st = state if state is not None else DISSECTOR.new_state()
-    conv = st.extra["zookeeper"]
+    conv = conversation(st)
     conv.client_started = conv.server_started = True
     return st
 

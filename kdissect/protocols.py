@@ -1,16 +1,24 @@
-"""DissectorRegistry: which dissector decodes a conversation.
+"""The protocols kdissect decodes: the one list, and the registry that picks a protocol for a
+conversation.
+
+Everything protocol-specific that the rest of kdissect shows (its packet-list colour, its field
+keys for `kdissect fields` and filters, its diagnostics, its typed Spark column) comes from the
+protocol's own package through the Dissector interface (dissect/base.py). Adding a protocol is
+one package and one line in `dissectors()`.
 
 Order of precedence, like Wireshark: `--decode-as PORT=PROTO` overrides, then the port table,
-then heuristic probes ranked by score. Registration is explicit: the DISSECTORS list below.
+then heuristic probes ranked by score (in the order below on ties).
 """
 
 from __future__ import annotations
 
+from kdissect.diagnostics import TRANSPORT, Catalogue
 from kdissect.dissect.base import Dissector
 from kdissect.errors import UsageError
 
 
-def _all() -> list[Dissector]:
+def dissectors() -> list[Dissector]:
+    """Every protocol kdissect decodes."""
     from kdissect.kafka.dissector import DISSECTOR as kafka
     from kdissect.pulsar.dissector import DISSECTOR as pulsar
     from kdissect.rocketmq.dissector import DISSECTOR as rocketmq
@@ -19,11 +27,25 @@ def _all() -> list[Dissector]:
     return [kafka, rocketmq, pulsar, zookeeper]
 
 
+def catalogues() -> list[Catalogue]:
+    """Every diagnostic catalogue: each protocol's (its dissector's `diagnostics`), then the
+    transport layer's (TCP reassembly, framing, the pipeline)."""
+    return [*(d.diagnostics for d in dissectors()), TRANSPORT]
+
+
+def names() -> list[str]:
+    return [d.name for d in dissectors()]
+
+
+def _default() -> list[Dissector]:
+    return dissectors()
+
+
 class DissectorRegistry:
     PROBE_THRESHOLD = 0.5
 
     def __init__(self, dissectors: list[Dissector] | None = None, decode_as: dict[int, str] | None = None) -> None:
-        self.dissectors = dissectors if dissectors is not None else _all()
+        self.dissectors = list(dissectors) if dissectors is not None else _default()
         self.by_name = {d.name: d for d in self.dissectors}
         self.ports: dict[int, Dissector] = {}
         for d in self.dissectors:

@@ -1,0 +1,47 @@
+"""What a run saw, for the summary of a capture in which little or nothing was decoded
+(`analysis/coverage.py` turns the counts into lines for standard error)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kdissect.stream.flow import Conversation
+
+
+@dataclass(slots=True)
+class PortTally:
+    conversations: int = 0
+    segments: int = 0
+
+
+@dataclass(slots=True)
+class Counters:
+    frames: int = 0
+    tcp_segments: int = 0
+    conversations: int = 0
+    messages: int = 0
+    recognised: int = 0  # conversations whose protocol was found
+    unsupported_links: dict[int, int] = field(default_factory=dict)  # link type -> frames skipped
+    # (server port, what the bytes look like: "TLS", "HTTP", ... or "") -> conversations that
+    # carried data no dissector took
+    undecoded: dict[tuple[int, str], PortTally] = field(default_factory=dict)
+
+    def unsupported_link(self, linktype: int) -> None:
+        self.unsupported_links[linktype] = self.unsupported_links.get(linktype, 0) + 1
+
+    def undecoded_conversation(self, conv: Conversation[Any], kind: str) -> None:
+        """Count a conversation that carried data no dissector took, under its server's port."""
+        key = (server_port(conv), kind)
+        tally = self.undecoded.get(key)
+        if tally is None:
+            tally = self.undecoded[key] = PortTally()
+        tally.conversations += 1
+        tally.segments += conv.packets
+
+
+def server_port(conv: Conversation[Any]) -> int:
+    client = conv.client
+    if client is None:  # no SYN seen: the lower port is more likely the server's
+        client = 0 if conv.a[1] > conv.b[1] else 1
+    return (conv.b if client == 0 else conv.a)[1]

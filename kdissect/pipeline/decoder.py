@@ -1,0 +1,125 @@
+"""Decoder: the layers above TCP for each conversation the Tracker reports. It applies the
+flow filter, holds a conversation's first events until a dissector is chosen (`detect`), then
+frames and dissects (`Decoding`), links each response to its request, and passes the messages
+to the ordered output; at a conversation's end it flushes what is left, counts a conversation
+no dissector took, and tells the observers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from kdissect.dissect.base import Dissector, Options, run_dissector
+from kdissect.model import Match, Message, Pdu
+from kdissect.pipeline.counters import Counters
+from kdissect.pipeline.decoding import Decoding
+from kdissect.pipeline.detect import DissectorRegistry, choose, first_bytes, undecidable
+from kdissect.pipeline.output import Output
+from kdissect.stream.flow import Conversation, Endpoint
+from kdissect.stream.reassembly import Event
+
+FlowFilter = Callable[[Endpoint, Endpoint], bool]
+
+
+class ConversationObserver(Protocol):
+    def conversation_ended(self, conv: Conversation[Decoding]) -> None:
+        """conv ended (its messages are all decoded); `conv.app` is None if none was."""
+
+
+def link(req: Message, resp: Message) -> None:
+    """Pair a request and its response both ways, with the response time."""
+    rtt = max(0.0, resp.ts_end - req.ts_end)
+    resp.match = Match(req.frame, req.kind, rtt)
+    req.match = Match(resp.frame, resp.kind, rtt)
+
+
+class Decoder:
+    """`flow_filter(a, b)`, if given, is asked once per new conversation (see Pipeline)."""
+
+    def __init__(self, registry: DissectorRegistry, opts: Options, output: Output, counters: Counters,
+                 flow_filter: FlowFilter | None = None, capture: str = "",
+                 observers: Iterable[ConversationObserver] = ()) -> None:
+        self.registry = registry
+        self.opts = opts
+        self.output = output
+        self.counters = counters
+        self.flow_filter = flow_filter
+        self.capture = capture
+        self.observers = list(observers)
+        self.skipped: set[int] = set()  # indices of open conversations flow_filter rejected
+        self.given_up: dict[int, str] = {}  # open conversations detection gave up on -> first_bytes
+
+    # -- the Tracker's Upper interface ---------------------------------------------------
+
+    def opened(self, conv: Conversation[Decoding]) -> None:
+        self.counters.conversations += 1
+        if self.flow_filter is not None and not self.flow_filter(conv.a, conv.b):
+            self.skipped.add(conv.index)
+
+    def events(self, conv: Conversation[Decoding], side: int, events: list[Event]) -> None:
+        if conv.app is not None:
+            self._decode(conv.app, conv, side, events)
+            return
+        conv.hold(side, events)
+        self._detect(conv)
+
+    def closed(self, conv: Conversation[Decoding]) -> None:
+        if conv.app is None and not conv.passive and conv.had_data:
+            kind = self.given_up.pop(conv.index, None)
+            self.counters.undecoded_conversation(conv, first_bytes(conv) if kind is None else kind)
+        if conv.index in self.skipped:
+            self.skipped.discard(conv.index)
+            return
+        if conv.app is not None:
+            self._flush(conv.app, conv)
+        self.output.stream_closed(conv.index)
+        for observer in self.observers:
+            observer.conversation_ended(conv)
+
+    # -- detection -----------------------------------------------------------------------
+
+    def _detect(self, conv: Conversation[Decoding]) -> None:
+        found = choose(self.registry, conv)
+        if found is None:
+            if undecidable(conv):
+                self.given_up[conv.index] = first_bytes(conv)
+                conv.ignore()
+            return
+        self.counters.recognised += 1
+        if conv.index in self.skipped:
+            conv.make_passive()  # another worker decodes it
+            return
+        self._start(conv, *found)
+
+    def _start(self, conv: Conversation[Decoding], dissector: Dissector, client: int) -> None:
+        if conv.client is None:
+            conv.client = client
+        conv.app = app = Decoding.start(dissector, conv.client, conv.syn_seen)
+        for side, events in conv.take_held():
+            self._decode(app, conv, side, events)
+
+    # -- framing and dissection ----------------------------------------------------------
+
+    def _decode(self, app: Decoding, conv: Conversation[Decoding], side: int, events: list[Event]) -> None:
+        for ev in events:  # each event's PDUs dissected before the next: probes see their state
+            for pdu in app.frame(side, ev):
+                self._dissect(app, conv, side, pdu)
+
+    def _dissect(self, app: Decoding, conv: Conversation[Decoding], side: int, pdu: Pdu) -> None:
+        msg = Message(pdu, conv.index, conv.names[side], conv.names[1 - side], app.dissector.name)
+        msg.capture = self.capture
+        run_dissector(app.dissector, msg, app.state, self.opts)
+        if msg.peer is not None:
+            link(msg.peer, msg)
+        app.messages += 1
+        self.output.add(msg)
+
+    def _flush(self, app: Decoding, conv: Conversation[Decoding]) -> None:
+        for side in (0, 1):
+            events = conv.reasm[side].flush()
+            if events:
+                self._decode(app, conv, side, events)
+        for side in (0, 1):
+            for pdu in app.framers[side].flush():
+                self._dissect(app, conv, side, pdu)

@@ -1,0 +1,16 @@
+"""Small text helpers shared by every protocol's summaries, labels and notes."""
+
+from __future__ import annotations
+
+# Endings whose English plural adds "es": batch -> batches, box -> boxes, address -> addresses.
+_ES_ENDINGS = ("ch", "sh", "s", "x", "z")
+
+
+def plural(n: int, singular: str, plural: str | None = None) -> str:
+    """"1 record", "2 records", "3 batches": the count and the noun it needs. `plural` names an
+    irregular plural; otherwise "es" follows ch, sh, s, x and z, and "s" anything else."""
+    if n == 1:
+        return f"{n} {singular}"
+    if plural is None:
+        plural = singular + ("es" if singular.endswith(_ES_ENDINGS) else "s")
+    return f"{n} {plural}"

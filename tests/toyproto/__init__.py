@@ -1,0 +1,1 @@
+"""A toy protocol in one package, as docs/architecture.md's "Adding a protocol" describes."""
