@@ -197,6 +197,15 @@ class Row(Field):
         return self._kids is not None
 
 
+def undecoded(name: str, rest: bytes, offset: int, secret: bool) -> Field:
+    """Bytes a decoder could not read (`rest`, from `offset`), kept raw for the user; when they
+    may hold a credential (`secret`: the message's operation carries one and secrets are not to
+    be shown) they are redacted, a SECRET field over them, so hex dumps mask them too."""
+    if secret:
+        return Field(name, f"<redacted {len(rest)} bytes>", offset, len(rest), None, SECRET)
+    return Field(name, rest, offset, len(rest), None, RAW)
+
+
 def secret_ranges(m: Message) -> list[tuple[int, int]]:
     """The (offset, length) in m.data of every redacted value (hint SECRET) of m's tree: the
     bytes no output may show. Rows are read from their columns without building child Fields."""

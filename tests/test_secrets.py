@@ -410,3 +410,45 @@ def test_secret_ranges_walks_fields_and_rows() -> None:
     msg.fields = [Field("length", 60, 0, 4), inner, Field("items", None, 30, 30, [row], "array")]
     assert secret_ranges(msg) == [(12, 6), (40, 8)]
     assert not row.materialized
+
+
+# -- a message cut inside a secret ------------------------------------------------------------
+
+def _recut(m: Message, cut: int, show: bool) -> Message:
+    """m's request re-dissected with its bytes cut at `cut`, as a capture that ends there."""
+    from kdissect import protocols
+    from kdissect.dissect.base import run_dissector
+
+    d = next(p for p in protocols.dissectors() if p.name == m.protocol)
+    state = d.new_state()
+    for attr in ("client_started",):  # ZooKeeper: past the handshake unless this is the connect
+        if hasattr(state, attr) and m.info.get("op") != "connect":
+            setattr(state, attr, True)
+    out = Message(Pdu(m.data[:cut], list(m.frames), m.ts, m.ts_end, True), m.stream, m.src, m.dst, m.protocol)
+    run_dissector(d, out, state, Options(show_secrets=show))
+    return out
+
+
+def test_a_cut_inside_a_secret_leaves_no_secret_byte_in_the_undecoded_rest(capture: Capture) -> None:
+    cut_any = 0
+    for m in dissect_file(str(capture.path)):
+        spans = secret_ranges(m)
+        if m.kind != "request" or not spans or m.info.get("op") == "SaslToken":
+            continue
+        off, n = spans[0]
+        if n < 4:
+            continue
+        cut = off + n // 2
+        hidden = _recut(m, cut, show=False)
+        shown = _recut(m, cut, show=True)
+        rest = [f for f in hidden.fields if f.name in ("undecoded", "body")]
+        if not rest:
+            continue  # this protocol kept nothing raw past the cut
+        cut_any += 1
+        part = m.data[off:cut]
+        assert all(f.hint == SECRET and isinstance(f.value, str) for f in rest), (m.summary, rest)
+        dump = "\n".join(hexdump(hidden.data, hidden=secret_ranges(hidden)))
+        assert part.hex(" ") not in dump.replace("\n", " "), m.summary
+        assert any(isinstance(f.value, bytes) and part in f.value for f in shown.fields
+                   if f.name in ("undecoded", "body")), m.summary
+    assert cut_any >= 4

@@ -15,7 +15,7 @@ from kdissect.dissect.matcher import Matcher
 from kdissect.dissect.partial import take_partial
 from kdissect.errors import DecodeError
 from kdissect.framing.length_prefixed import Framer
-from kdissect.model import Field, Message
+from kdissect.model import Message, undecoded
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +111,12 @@ class Dissector(Protocol):
     columns: Projection  # the protocol's struct column in the Spark messages table
     diagnostics: Catalogue  # every diagnostic the protocol attaches (its <proto>/diagnostics.py)
 
+    def holds_secrets(self, msg: Message) -> bool:
+        """Whether bytes of msg that were not decoded may hold a credential (its operation
+        carries one): the undecoded rest of a message that broke part-way is then redacted
+        unless --show-secrets."""
+        ...
+
     def field_keys(self) -> list[KeyInfo] | None:
         """Every field key this protocol's messages can carry, from its tables (for `kdissect
         fields`); None when it has no key table (then `fields --from CAPTURE` lists them)."""
@@ -159,4 +165,5 @@ def run_dissector(d: Dissector, msg: Message, state: ConversationState, opts: Op
         elif not msg.summary.endswith(MALFORMED_MARK):
             msg.summary += " " + MALFORMED_MARK
         if e.offset >= 0 and e.offset < len(msg.data):
-            msg.fields.append(Field("undecoded", msg.data[e.offset :], e.offset, len(msg.data) - e.offset, hint="raw"))
+            secret = not opts.show_secrets and d.holds_secrets(msg)
+            msg.fields.append(undecoded("undecoded", msg.data[e.offset :], e.offset, secret))

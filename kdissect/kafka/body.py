@@ -15,6 +15,7 @@ from typing import Any
 
 from kdissect.dissect.base import Budget, Options
 from kdissect.errors import DecodeError
+from kdissect.kafka import hooks
 from kdissect.kafka.apis import APIS
 from kdissect.kafka.conversation import KafkaConversation
 from kdissect.kafka.diagnostics import DIAGNOSTICS
@@ -23,7 +24,7 @@ from kdissect.kafka.headers import API_VERSIONS
 from kdissect.kafka.ops import ArrayCap, Ctx
 from kdissect.kafka.plan import plan_for
 from kdissect.kafka.summary import summarise
-from kdissect.model import ENUM, RAW, Diagnostic, Field
+from kdissect.model import ENUM, RAW, Diagnostic, Field, undecoded
 from kdissect.wire.reader import WireReader
 
 
@@ -93,7 +94,7 @@ def decode_body(api_key: int, version: int, is_request: bool, r: WireReader, opt
             return _api_versions_error(out, r, version, opts, state)
         assumed = use != version and bool(diags)
         if assumed or e.partial is None:
-            return _failed(out, r, e, assumed)
+            return _failed(out, r, e, assumed, api_key in hooks.CREDENTIAL_APIS and not opts.show_secrets)
         return _cut_short(out, api_key, is_request, r, ctx, e)
     if r.remaining and api_key == API_VERSIONS and not is_request and use != version:
         r.pos = start
@@ -139,14 +140,14 @@ def _api_versions_error(out: Body, r: WireReader, version: int, opts: Options,
     return out
 
 
-def _failed(out: Body, r: WireReader, e: DecodeError, assumed: bool) -> Body:
+def _failed(out: Body, r: WireReader, e: DecodeError, assumed: bool, secret: bool) -> Body:
     if assumed:
         out.diagnostics.append(DIAGNOSTICS("newer_version_undecoded",
                                            f"the newer version does not decode as the newest known one: {e}",
                                            e.offset))
     else:
         out.diagnostics.append(DIAGNOSTICS.malformed(e))
-    out.fields.append(_raw(r))
+    out.fields.append(undecoded("body", r.rest(), r.pos, secret))
     out.summary = "(malformed)" if not assumed else "(undecoded)"
     return out
 
@@ -161,7 +162,8 @@ def _cut_short(out: Body, api_key: int, is_request: bool, r: WireReader, ctx: Ct
     out.diagnostics.append(DIAGNOSTICS.malformed(e))
     if r.pos <= e.offset < r.end:
         r.pos = e.offset
-        out.fields.append(_raw(r, "undecoded"))
+        secret = api_key in hooks.CREDENTIAL_APIS and not ctx.opts.show_secrets
+        out.fields.append(undecoded("undecoded", r.rest(), e.offset, secret))
     return out
 
 

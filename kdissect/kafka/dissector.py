@@ -8,7 +8,7 @@ from kdissect.dissect.keyinfo import KeyInfo
 from kdissect.errors import DecodeError
 from kdissect.framing.length_prefixed import Framer, LengthPrefixedFramer
 from kdissect.kafka import body as kbody
-from kdissect.kafka import fieldkeys
+from kdissect.kafka import fieldkeys, hooks
 from kdissect.kafka.apis import APIS
 from kdissect.kafka.columns import COLUMNS
 from kdissect.kafka.conversation import KafkaConversation
@@ -78,6 +78,9 @@ class KafkaDissector:
     style = "cyan"
     columns = COLUMNS
     diagnostics = DIAGNOSTICS
+
+    def holds_secrets(self, msg: Message) -> bool:
+        return msg.info.get("op_code") in hooks.CREDENTIAL_APIS or msg.info.get("op") == "SaslToken"
 
     def field_keys(self) -> list[KeyInfo] | None:
         return fieldkeys.field_keys()

@@ -37,3 +37,8 @@ HOOKS: dict[tuple[str, str], Carried] = {
     ("ExpireDelegationTokenRequest", "hmac"): Carried.SECRET,
     ("DescribeDelegationTokenResponse", "tokens.hmac"): Carried.SECRET,
 }
+
+
+# APIs whose messages carry a credential (SaslAuthenticate, the delegation-token APIs,
+# AlterUserScramCredentials): bytes of theirs left undecoded are redacted unless show_secrets.
+CREDENTIAL_APIS = frozenset({36, 38, 39, 40, 41, 51})

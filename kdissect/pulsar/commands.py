@@ -152,3 +152,7 @@ SECRETS: frozenset[tuple[str, str]] = frozenset({
     ("CommandLookupTopic", "original_auth_data"),
     ("CommandPartitionedTopicMetadata", "original_auth_data"),
 })
+
+# Commands that carry auth data (the types of SECRETS' messages): their undecoded bytes are
+# redacted unless show_secrets.
+CREDENTIAL_COMMANDS = frozenset({"CONNECT", "AUTH_CHALLENGE", "AUTH_RESPONSE", "LOOKUP", "PARTITIONED_METADATA"})

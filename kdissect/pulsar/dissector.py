@@ -17,7 +17,7 @@ from kdissect.framing.length_prefixed import Framer, LengthPrefixedFramer
 from kdissect.model import RAW, Field, Message
 from kdissect.pulsar import match
 from kdissect.pulsar.columns import COLUMNS
-from kdissect.pulsar.commands import BODY, SECRETS, TYPE_NAMES
+from kdissect.pulsar.commands import BODY, CREDENTIAL_COMMANDS, SECRETS, TYPE_NAMES
 from kdissect.pulsar.conversation import PulsarConversation, remember
 from kdissect.pulsar.diagnostics import DIAGNOSTICS
 from kdissect.pulsar.payload import PayloadFacts, decode_payload
@@ -56,6 +56,9 @@ class PulsarDissector:
     style = "magenta"
     columns = COLUMNS
     diagnostics = DIAGNOSTICS
+
+    def holds_secrets(self, msg: Message) -> bool:
+        return msg.info.get("op") in CREDENTIAL_COMMANDS
 
     def field_keys(self) -> list[KeyInfo] | None:
         return None  # no key table: `kdissect fields pulsar --from CAPTURE` lists what a capture holds

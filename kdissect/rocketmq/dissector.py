@@ -14,7 +14,7 @@ from kdissect.rocketmq.bodies import Body, BodyContext, decode_body
 from kdissect.rocketmq.codes import LANGUAGES, REQUEST_CODES
 from kdissect.rocketmq.columns import COLUMNS
 from kdissect.rocketmq.diagnostics import DIAGNOSTICS
-from kdissect.rocketmq.extfields import ext_fields
+from kdissect.rocketmq.extfields import CREDENTIAL_EXT_FIELDS, ext_fields
 from kdissect.rocketmq.header import Header, decode_binary, decode_json
 from kdissect.rocketmq.probe import frame_score
 from kdissect.rocketmq.summary import request_summary, response_summary
@@ -91,6 +91,9 @@ class RocketMQDissector:
     style = "yellow"
     columns = COLUMNS
     diagnostics = DIAGNOSTICS
+
+    def holds_secrets(self, msg: Message) -> bool:
+        return any(name in msg.data for name in CREDENTIAL_EXT_FIELDS)
 
     def field_keys(self) -> list[KeyInfo] | None:
         return None  # no key table: `kdissect fields rocketmq --from CAPTURE` lists what a capture holds

@@ -30,6 +30,8 @@ from kdissect.rocketmq.tables import (
 _INT = re.compile(r"-?\d{1,19}")
 # ACL ext-fields that prove or carry a credential (AccessKey, the key's name, stays visible).
 SECRET_EXT_KEYS = frozenset({"Signature", "SecurityToken"})
+# Their names as they appear on the wire: a frame holding one may hold a credential undecoded.
+CREDENTIAL_EXT_FIELDS = tuple(sorted(k.encode() for k in SECRET_EXT_KEYS))
 
 
 def _as_int(value: Any) -> int | None:

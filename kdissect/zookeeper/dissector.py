@@ -50,6 +50,9 @@ class ZooKeeperDissector:
     columns = COLUMNS
     diagnostics = DIAGNOSTICS
 
+    def holds_secrets(self, msg: Message) -> bool:
+        return msg.info.get("op") in ("connect", "auth")
+
     def field_keys(self) -> list[KeyInfo] | None:
         return fieldkeys.field_keys()
 

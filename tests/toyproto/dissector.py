@@ -27,6 +27,9 @@ class ToyDissector:
         ("text", "string", ("text",)),
     )
 
+    def holds_secrets(self, msg: Message) -> bool:
+        return False  # TOY carries no credential
+
     def field_keys(self) -> list[KeyInfo] | None:
         return [KeyInfo("toy.op", "int8", "operation"), KeyInfo("toy.op_name", "string", "operation name"),
                 KeyInfo("toy.id", "int32", "request id"), KeyInfo("toy.text", "string", "payload")]

@@ -11,8 +11,8 @@ from pcapgen import TcpConn
 from tests_support_pipeline import run_packets
 from zkutil import buf, dissect, field, frame, i32, i64, reply, request, started, stat, ustr
 
-from kdissect.dissect.base import ConversationState
-from kdissect.model import Message
+from kdissect.dissect.base import ConversationState, Options
+from kdissect.model import SECRET, Message
 from kdissect.zookeeper.dissector import DISSECTOR
 
 GET_DATA, CREATE, GET_CHILDREN, MULTI = 4, 1, 8, 14
@@ -105,7 +105,12 @@ def test_connect_response_cut_inside_its_password() -> None:
     assert msg.summary == "connected timeout=30000 session=0x1000030ad9d0000 (malformed)"
     assert msg.info["session_id"] == 0x1000030AD9D0000
     assert names(msg.fields) == ["length", "protocol_version", "time_out", "session_id", "undecoded"]
-    assert (msg.fields[-1].offset, msg.fields[-1].value) == (24, bytes(range(1, 7)))  # after passwd's length
+    # After the password's length: the password's first bytes, redacted (the connect carries one).
+    assert (msg.fields[-1].offset, msg.fields[-1].value, msg.fields[-1].hint) == (24, "<redacted 6 bytes>", SECRET)
+    st2 = DISSECTOR.new_state()
+    dissect(frame(i32(0) + i64(0) + i32(30000) + i64(0) + buf(b"\0" * 16) + b"\0"), True, st2)
+    shown = dissect(resp[:30], False, st2, Options(show_secrets=True))
+    assert shown.fields[-1].value == bytes(range(1, 7))
 
 
 # -- every cut of the messages in the project's captures ------------------------------------
