@@ -3,8 +3,9 @@ cut (same names, values and offsets), claims no byte past the cut, and reports t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from support import CAPTURES
 
@@ -68,3 +69,20 @@ def check_reported(msg: Message) -> None:
     assert any(d.group == Group.MALFORMED and d.severity == Severity.ERROR and d.offset == at
                for d in msg.diagnostics), (at, msg.diagnostics)
     assert "malformed" in msg.summary, msg.summary
+
+
+Decode = Callable[[bytes, bool, Any], Message]
+
+
+def check_cut(m: Message, cut: int, decode: Decode, state: Callable[[Message], Any], margin: int = 0,
+              skip: frozenset[str] = frozenset(), compare: bool = True) -> None:
+    """m decoded whole and cut at `cut` (each with the conversation state `state(m)` gives): the
+    cut one has a summary, reports its undecoded rest, claims no byte past the cut and (unless
+    `compare` is False) keeps every leaf the whole one decoded before the cut."""
+    whole = decode(m.data, m.to_server, state(m))
+    part = decode(m.data[:cut], m.to_server, state(m))
+    assert part.summary
+    check_reported(part)
+    assert past_the_cut(part, cut) == []
+    if compare:
+        assert lost_before_cut(whole, part, cut, margin, skip) == []
