@@ -86,3 +86,13 @@ def check_cut(m: Message, cut: int, decode: Decode, state: Callable[[Message], A
     assert past_the_cut(part, cut) == []
     if compare:
         assert lost_before_cut(whole, part, cut, margin, skip) == []
+
+
+def state_after_peer(new_state: Callable[[], Any], decode: Decode) -> Callable[[Message], Any]:
+    """A conversation state as m met it: new, with m's request (if any) decoded into it."""
+    def state(m: Message) -> Any:
+        st = new_state()
+        if m.peer is not None:
+            decode(m.peer.data, m.peer.to_server, st)
+        return st
+    return state

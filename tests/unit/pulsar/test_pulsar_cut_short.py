@@ -4,7 +4,7 @@ to the cut, the summary and the facts; then the MALFORMED diagnostic and the und
 
 from __future__ import annotations
 
-from cut_short_support import capture_messages, check_cut
+from cut_short_support import capture_messages, check_cut, state_after_peer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pcapgen import TcpConn
@@ -23,8 +23,6 @@ from pulsar_testlib import (
 )
 from tests_support_pipeline import run_packets
 
-from kdissect.dissect.base import ConversationState
-from kdissect.model import Message
 from kdissect.pulsar.dissector import DISSECTOR
 
 TOPIC = "persistent://public/default/t"
@@ -104,11 +102,7 @@ CAPTURED = capture_messages("pulsar")
 WHOLE_FRAME = frozenset({"checksum_status"})
 
 
-def _state(m: Message) -> ConversationState:
-    state = DISSECTOR.new_state()
-    if m.peer is not None:
-        run(m.peer.data, m.peer.to_server, state)
-    return state
+_state = state_after_peer(DISSECTOR.new_state, run)
 
 
 def test_the_captures_have_frames() -> None:

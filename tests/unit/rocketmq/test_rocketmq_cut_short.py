@@ -5,7 +5,7 @@ diagnostic and the undecoded rest."""
 
 from __future__ import annotations
 
-from cut_short_support import capture_messages, check_cut
+from cut_short_support import capture_messages, check_cut, state_after_peer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pcapgen import TcpConn
@@ -129,11 +129,7 @@ SKIP = frozenset({"inner_messages"})
 MARGIN = 1
 
 
-def _state(m: Message) -> ConversationState:
-    state = DISSECTOR.new_state()
-    if m.peer is not None:
-        run(m.peer.data, m.peer.to_server, state)
-    return state
+_state = state_after_peer(DISSECTOR.new_state, run)
 
 
 def test_the_captures_have_frames() -> None:
