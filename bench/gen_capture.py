@@ -6,6 +6,11 @@ Several confluent-kafka producers, each with its own in-process librdkafka mock 
 loopback interface. Needs root, tcpdump and confluent-kafka.
 
     python3 bench/gen_capture.py OUT.pcap [--producers 6] [--messages 60000] [--codec none]
+                                 [--workload batched|message-heavy]
+
+Workloads: `batched` (the default) lets librdkafka batch up to 50 records per request;
+`message-heavy` sends every record in its own Produce request (linger 0, one record a batch),
+so the capture holds many small request/response pairs.
 """
 
 from __future__ import annotations
@@ -17,17 +22,19 @@ import subprocess
 import sys
 import time
 
+BATCHING = {"batched": {"linger.ms": 2, "batch.num.messages": 50},
+            "message-heavy": {"linger.ms": 0, "batch.num.messages": 1, "max.in.flight": 1}}
 
-def produce(n: int, codec: str, seed: int) -> None:
+
+def produce(n: int, codec: str, seed: int, workload: str) -> None:
     from confluent_kafka import Producer
 
     p = Producer({
         "test.mock.num.brokers": 3,
         "client.id": f"bench-{seed}",
         "compression.codec": codec,
-        "linger.ms": 2,
-        "batch.num.messages": 50,
         "acks": "all",
+        **BATCHING[workload],
     })
     for i in range(n):
         value = (f"value-{seed}-{i}-" + "x" * (50 + (i * 37) % 400)).encode()
@@ -49,13 +56,14 @@ def main() -> int:
     ap.add_argument("--producers", type=int, default=6)
     ap.add_argument("--messages", type=int, default=60000, help="per producer")
     ap.add_argument("--codec", default="none")
+    ap.add_argument("--workload", choices=sorted(BATCHING), default="batched")
     a = ap.parse_args()
     dump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "-U", "-n", "-B", "262144",
                              "-w", a.out, "tcp"], stderr=subprocess.PIPE)
     time.sleep(1.0)
     try:
         for seed in range(a.producers):
-            produce(a.messages, a.codec, seed)
+            produce(a.messages, a.codec, seed, a.workload)
     finally:
         time.sleep(1.0)
         dump.send_signal(signal.SIGINT)

@@ -8,21 +8,30 @@ traceback), 130 interrupted.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, Any
 
 import click
 
 from kdissect import __version__
 from kdissect.cliutil import CAPTURE_PATH, build, decode_options, iter_capture, text_renderer
-from kdissect.commands.catalog import fields, protocols
-from kdissect.commands.conversations import conversations, follow
-from kdissect.commands.sniff import interfaces, sniff
-from kdissect.commands.spark import spark
-from kdissect.commands.stats import stats
 from kdissect.errors import KdissectError, UsageError
+
+# Commands defined in their own modules, imported only when run (or listed by --help): `read`
+# loads neither Spark nor the statistics tables.
+COMMANDS: dict[str, str] = {
+    "sniff": "kdissect.commands.sniff:sniff",
+    "interfaces": "kdissect.commands.sniff:interfaces",
+    "stats": "kdissect.commands.stats:stats",
+    "conversations": "kdissect.commands.conversations:conversations",
+    "follow": "kdissect.commands.conversations:follow",
+    "protocols": "kdissect.commands.catalog:protocols",
+    "fields": "kdissect.commands.catalog:fields",
+    "spark": "kdissect.commands.spark:spark",
+}
 
 
 class PipeClosed(Exception):
@@ -30,6 +39,18 @@ class PipeClosed(Exception):
 
 
 class KdissectGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *COMMANDS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = COMMANDS.get(cmd_name)
+        if where is None:
+            return super().get_command(ctx, cmd_name)
+        module, attr = where.split(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command)
+        return command
+
     def invoke(self, ctx: click.Context) -> object:
         # click turns EPIPE into exit status 1; a reader that stops early is not an error.
         try:
@@ -85,7 +106,7 @@ def export(capture: str, output: str | None, fmt: str, field_keys: tuple[str, ..
            field_options: tuple[str, ...], count: int | None, decode_as: tuple[str, ...],
            max_bytes: int, max_decompressed: int, show_secrets: bool) -> None:
     """Export the decoded messages of CAPTURE as JSON (schema: docs/json.md) or field values."""
-    from kdissect.render.jsonout import dumps, message_dict
+    from kdissect.render.jsonout import dumps_bytes, message_dict
 
     registry, opts = build(decode_as, max_bytes, max_decompressed, show_secrets)
     if (field_keys or field_options) and fmt != "fields":
@@ -101,40 +122,40 @@ def export(capture: str, output: str | None, fmt: str, field_keys: tuple[str, ..
                 if count is not None and n >= count:
                     break
         return
-    with _open_output(output) as out:
+    with _open_output(output, binary=True) as out:
         first = True
         if fmt == "json":
-            out.write("[")
+            out.write(b"[")
         for n, m in enumerate(iter_capture(capture, registry, opts), 1):
-            line = dumps(message_dict(m, max_bytes))
+            line = dumps_bytes(message_dict(m, max_bytes))
             if fmt == "json":
-                out.write(("\n" if first else ",\n") + line)
+                out.write((b"\n" if first else b",\n") + line)
             else:
-                out.write(line + "\n")
+                out.write(line + b"\n")
             first = False
             if count is not None and n >= count:
                 break
         if fmt == "json":
-            out.write("\n]\n" if not first else "]\n")
+            out.write(b"\n]\n" if not first else b"]\n")
 
 
 @contextlib.contextmanager
-def _open_output(path: str | None) -> Iterator[IO[str]]:
+def _open_output(path: str | None, binary: bool = False) -> Iterator[IO[Any]]:
+    """The file at path, or standard output; `binary` for bytes (JSON from the encoder)."""
     if path is None:
-        yield sys.stdout
+        if binary:
+            sys.stdout.flush()
+            yield sys.stdout.buffer
+            sys.stdout.buffer.flush()
+        else:
+            yield sys.stdout
         return
     try:
-        f = open(path, "w", encoding="utf-8")  # noqa: SIM115
+        f = open(path, "wb") if binary else open(path, "w", encoding="utf-8")  # noqa: SIM115
     except OSError as e:
         raise KdissectError(f"cannot write {path}: {e.strerror or e}") from None
     with f:
         yield f
-
-
-# Commands defined in their own modules are registered here, explicitly.
-COMMANDS: list[click.Command] = [sniff, interfaces, stats, conversations, follow, protocols, fields, spark]
-for _cmd in COMMANDS:
-    cli.add_command(_cmd)
 
 
 def _tune_gc() -> None:

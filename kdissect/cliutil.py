@@ -121,7 +121,19 @@ def text_renderer(no_color: bool, verbose: bool, hexdump: bool, max_bytes: int,
     from kdissect.render.text import TextRenderer
 
     styles = {d.name: d.style for d in protocols.dissectors()}
+    if console is None and plain_stdout(no_color):
+        return TextRenderer(None, verbose, hexdump, max_bytes, styles, out=sys.stdout)
     return TextRenderer(console or make_console(no_color), verbose, hexdump, max_bytes, styles)
+
+
+def plain_stdout(no_color: bool) -> bool:
+    """Whether standard output takes plain text for certain, without asking rich: --no-color or
+    NO_COLOR, or not a terminal with nothing that forces colours."""
+    env = os.environ
+    if no_color or env.get("NO_COLOR"):
+        return True
+    forced = any(env.get(k) for k in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMNS"))
+    return not forced and not sys.stdout.isatty()
 
 
 def make_console(no_color: bool, file: IO[str] | None = None) -> Any:

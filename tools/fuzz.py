@@ -29,6 +29,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import random
 import resource
 import signal
@@ -44,6 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from kdissect import accel  # noqa: E402
 from kdissect.capture.l2l4 import decode  # noqa: E402
 from kdissect.capture.pcapfile import CaptureFile, RawFrame  # noqa: E402
 from kdissect.dissect.base import Options  # noqa: E402
@@ -542,8 +544,13 @@ def main(argv: list[str] | None = None) -> int:
         return replay(args.replay, args.decode_as)
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     limit = 4 << 30
-    if hard == resource.RLIM_INFINITY or hard > limit:  # a runaway allocation is a MemoryError, not a dead machine
+    asan = "libasan" in os.environ.get("LD_PRELOAD", "")  # its shadow memory needs the address space
+    if not asan and (hard == resource.RLIM_INFINITY or hard > limit):
+        # a runaway allocation is a MemoryError, not a dead machine
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    DissectorRegistry()  # (loads every dissector, and with them the compiled modules they use)
+    print(f"compiled core: {', '.join(accel.loaded()) or 'none (pure Python)'}"
+          f"{' under AddressSanitizer' if asan else ''}")
     seeds = load_seeds()
     if args.list_seeds:
         for s in seeds:

@@ -3,7 +3,8 @@ cooked SLL and SLL2, BSD loopback/NULL and OpenBSD LOOP, raw IPv4/IPv6. IPv6 ext
 are walked. Anything that is not TCP returns None after a few byte comparisons.
 
 Headers are read with struct at fixed offsets rather than through dpkt's packet classes: this
-is the hottest loop of the program and the fields needed are few.
+is the hottest loop of the program and the fields needed are few. `decode` has a compiled twin,
+_l2l4.pyx (see kdissect/accel.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kdissect import accel
 from kdissect.capture.pcapfile import RawFrame
 
 ETH_IPV4 = 0x0800
@@ -163,3 +165,6 @@ def format_addr(addr: bytes, port: int) -> str:
     if len(addr) == 4:
         return f"{socket.inet_ntop(socket.AF_INET, addr)}:{port}"
     return f"[{socket.inet_ntop(socket.AF_INET6, addr)}]:{port}"
+
+
+accel.bind(globals(), "kdissect.capture._l2l4", ("decode",))

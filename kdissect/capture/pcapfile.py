@@ -3,10 +3,9 @@ pcapng (several sections, several interfaces each with its own link type and tim
 resolution), plain or gzip-compressed. Records are read one at a time: memory stays flat.
 
 The format is recognised from the first bytes without seeking, so standard input (`-`), pipes
-and FIFOs are read like files. The classic-pcap global header is parsed with dpkt's FileHdr;
-the record loop is our own so that a file cut mid-record (a killed tcpdump) or a damaged gzip
-stream decodes up to the cut and reports it once, and pcapng is read block by block because
-dpkt's pcapng reader knows one interface only.
+and FIFOs are read like files. Both formats are read with struct, not a packet library: a file
+cut mid-record (a killed tcpdump) or a damaged gzip stream decodes up to the cut and reports it
+once, and pcapng is read block by block, each interface with its own link type.
 """
 
 from __future__ import annotations
@@ -20,8 +19,6 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
-
-import dpkt
 
 from kdissect.errors import UsageError
 
@@ -43,13 +40,26 @@ BYTE_ORDER_MAGICS = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}
 Interface = tuple[int, float, int]  # a pcapng interface: link type, seconds per tick, offset (s)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class RawFrame:
     number: int  # 1-based, like Wireshark's frame numbers
     ts: float  # seconds since the epoch
     linktype: int
     data: bytes
     wirelen: int  # the packet's length on the wire (> len(data) when cut by the snaplen)
+
+    def __init__(self, number: int, ts: float, linktype: int, data: bytes, wirelen: int) -> None:
+        # One frame per packet: the slots' own setters take half the time of the
+        # object.__setattr__ calls of a frozen dataclass's generated __init__.
+        _set_number(self, number)
+        _set_ts(self, ts)
+        _set_linktype(self, linktype)
+        _set_data(self, data)
+        _set_wirelen(self, wirelen)
+
+
+_set_number, _set_ts, _set_linktype, _set_data, _set_wirelen = (
+    vars(RawFrame)[name].__set__ for name in ("number", "ts", "linktype", "data", "wirelen"))
 
 
 class _Source(io.RawIOBase):
@@ -235,11 +245,11 @@ class CaptureFile:
 
     def _pcap(self) -> Iterator[RawFrame]:
         order, unit = PCAP_MAGICS[self._magic]
-        hdr_cls = dpkt.pcap.LEFileHdr if order == "<" else dpkt.pcap.FileHdr
-        fh = hdr_cls(self._magic + self._pcap_header)
-        linktype = fh.linktype & 0x0FFFFFFF
-        rec = struct.Struct(order + "IIII")
+        # after the magic: version (2 + 2), thiszone, sigfigs, snaplen, linktype (4 each)
+        linktype = struct.unpack_from(order + "I", self._pcap_header, 16)[0] & 0x0FFFFFFF
+        unpack = struct.Struct(order + "IIII").unpack
         read = self._f.read
+        big, frame = _BIG, RawFrame  # (locals: this loop runs once per packet)
         number = 0
         self.bytes_read = 24
         while True:
@@ -248,17 +258,17 @@ class CaptureFile:
                 if h:
                     self._cut("a record header")
                 return
-            sec, frac, caplen, wirelen = rec.unpack(h)
+            sec, frac, caplen, wirelen = unpack(h)
             if caplen > MAX_RECORD:
                 self.warnings.append(f"{self.name}: record {number + 1} claims {caplen} bytes; stopped")
                 return
-            data = read(caplen) if caplen <= _BIG else self._read_big(caplen)
+            data = read(caplen) if caplen <= big else self._read_big(caplen)
             self.bytes_read += 16 + len(data)
             if len(data) < caplen:
                 self._cut(f"frame {number + 1}")
                 return
             number += 1
-            yield RawFrame(number, sec + frac * unit, linktype, data, max(wirelen, caplen))
+            yield frame(number, sec + frac * unit, linktype, data, wirelen if wirelen > caplen else caplen)
 
     # -- pcapng ------------------------------------------------------------------------
 

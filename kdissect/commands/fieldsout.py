@@ -7,7 +7,6 @@ quote=d|s|n, occurrence=f|l|a (first, last, all values).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import IO, Any
@@ -16,7 +15,7 @@ from kdissect.errors import UsageError
 from kdissect.filter.errors import FilterError
 from kdissect.filter.keys import PRESENT, compile_key
 from kdissect.model import ARRAY, STRUCT, Field, Message
-from kdissect.render.jsonout import field_value
+from kdissect.render.jsonout import dumps, field_value
 
 _CHARS = {"/t": "\t", "/s": " ", "/n": "\n"}
 _QUOTES = {"d": '"', "s": "'", "n": ""}
@@ -58,7 +57,7 @@ def scalar_text(v: Any) -> str:
     if isinstance(v, bool):
         return "1" if v else "0"
     if isinstance(v, (dict, list)):
-        return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+        return dumps(v)
     return str(v)
 
 

@@ -13,6 +13,7 @@ import uuid as _uuid
 from collections.abc import Callable
 from typing import Any
 
+from kdissect import accel
 from kdissect.dissect.base import Budget, Options
 from kdissect.dissect.partial import keep_partial
 from kdissect.errors import BadLength, DecodeError, Truncated
@@ -298,3 +299,8 @@ def nullable_struct(name: str, inner: Dec) -> Dec:
         f.offset, f.length = p, r.pos - p
         return f
     return dec
+
+
+accel.bind(globals(), "kdissect.kafka._ops", (
+    "fixed", "_error_code", "_timestamp", "boolean", "uuid_field", "uvarint_field", "string",
+    "raw_bytes", "array", "struct_dec", "nullable_struct"))

@@ -7,6 +7,7 @@ import struct
 
 import crc32c
 
+from kdissect import accel
 from kdissect.errors import BadLength, DecodeError, Truncated
 from kdissect.kafka.compression import codec_name
 from kdissect.kafka.records_common import (
@@ -104,32 +105,47 @@ def _records(buf: bytes, start: int, end: int, hdr: dict[str, int], ctx: Ctx, re
         if data is None:
             return leaf("records_data", bytes(buf[start:end]), start, end - start, real, RAW)
         rbuf, rstart, rend, rreal = data, 0, len(data), False
-    r = WireReader(rbuf, rstart, rend)
-    count = hdr["records_count"]
+    count = declared = hdr["records_count"]
     where = start if real else -1
     if count < 0 or count * MIN_RECORD > rend - rstart:
         ctx.add("records.count", f"records_count {count} does not fit in {rend - rstart} bytes", where)
         count = max(0, min(count, (rend - rstart) // MIN_RECORD))
+    elements = record_elements(rbuf, rstart, rend, count, declared, hdr["attributes"], hdr["base_offset"],
+                               hdr["base_timestamp"], hdr["max_timestamp"], ctx, rreal, where)
+    f = array("records", elements, start if real else -1, end - start)
+    if codec:
+        f.label = f"records ({codec_name(codec)}, {len(rbuf)} bytes decompressed)"
+    return f
+
+
+def record_elements(buf: bytes, pos: int, end: int, count: int, declared: int, attributes: int,
+                    base_offset: int, base_timestamp: int, max_timestamp: int, ctx: Ctx, real: bool,
+                    where: int) -> list[Field]:
+    """The records of one batch: up to `count` of them from buf[pos:end] (its header declares
+    `declared`; attributes, base offset and timestamps come from it too). `real`: the bytes are
+    the message's (else a decompressed buffer: the fields have offset -1 and the diagnostics
+    `where`, the offset of the batch's records or -1). Each record is counted in ctx (records,
+    key and value bytes) and against the message's budget; past the budget the rest are counted,
+    not shown. A record that does not decode ends the list with a diagnostic; bytes after the
+    last are noted. Its compiled twin is kdissect/kafka/_records_v2.pyx."""
+    r = WireReader(buf, pos, end)
     elements: list[Field] = []
     for i in range(count):
         if ctx.over_limit(where):
             ctx.records += count - i  # counted from the header, not shown
             break
         try:
-            elements.append(_record(r, hdr, ctx, rreal))
+            elements.append(_record(r, attributes, base_offset, base_timestamp, max_timestamp, ctx, real))
         except DecodeError as e:
-            ctx.add("records.truncated", f"record {len(elements)} of {hdr['records_count']}: {e}",
-                    e.offset if rreal else where)
+            ctx.add("records.truncated", f"record {len(elements)} of {declared}: {e}",
+                    e.offset if real else where)
             break
         ctx.records += 1
     else:
         if r.remaining:
             ctx.add("records.trailing",
-                    f"{r.remaining} bytes after the last of {count} records", r.pos if rreal else where)
-    f = array("records", elements, start if real else -1, end - start)
-    if codec:
-        f.label = f"records ({codec_name(codec)}, {len(rbuf)} bytes decompressed)"
-    return f
+                    f"{r.remaining} bytes after the last of {count} records", r.pos if real else where)
+    return elements
 
 
 def _blob(buf: bytes, p: int, end: int) -> tuple[bytes | None, int, int]:
@@ -142,7 +158,8 @@ def _blob(buf: bytes, p: int, end: int) -> tuple[bytes | None, int, int]:
     return buf[p : p + n], p, p + n
 
 
-def _record(r: WireReader, hdr: dict[str, int], ctx: Ctx, real: bool) -> Field:
+def _record(r: WireReader, attrs: int, base_offset: int, base_timestamp: int, max_timestamp: int,
+            ctx: Ctx, real: bool) -> Field:
     """One record (varint length, attributes, timestamp and offset deltas, key, value,
     headers); `r` moves past it."""
     buf, start = r.buf, r.pos
@@ -162,9 +179,8 @@ def _record(r: WireReader, hdr: dict[str, int], ctx: Ctx, real: bool) -> Field:
     if p != end:
         raise DecodeError(f"{end - p} bytes after the record's headers", p)
     r.pos = end
-    attrs = hdr["attributes"]
-    ts = hdr["max_timestamp"] if attrs & LOG_APPEND_TIME else hdr["base_timestamp"] + ts_delta
-    offset = hdr["base_offset"] + off_delta
+    ts = max_timestamp if attrs & LOG_APPEND_TIME else base_timestamp + ts_delta
+    offset = base_offset + off_delta
     klen, vlen = len(key or b""), len(value or b"")
     ctx.nbytes += klen + vlen
     values: tuple[object, ...] = (length, buf[at], ts_delta, off_delta, offset, ts, key, value, headers)
@@ -209,3 +225,6 @@ def _control(key: bytes | None, value: bytes | None, real: bool, kf: Field, vf: 
             epoch = int.from_bytes(value[2:6], "big", signed=True)
             children.append(leaf("coordinator_epoch", epoch, vf.offset + 2 if real else -1, 4, real))
     return mkstruct("control", children, kf.offset, kf.length + vf.length)
+
+
+accel.bind(globals(), "kdissect.kafka._records_v2", ("record_elements",))

@@ -1,12 +1,35 @@
-"""Message -> JSON-ready dict: the export contract documented in docs/json.md."""
+"""Message -> JSON-ready dict, and the JSON text of such dicts: the export contract documented
+in docs/json.md.
+
+The encoder is orjson, made to write what `json.dumps(d, ensure_ascii=False,
+separators=(",", ":"), default=...)` writes, byte for byte, for every value kdissect produces:
+compact separators, non-ASCII characters as UTF-8, bytes as base64, other unknown objects as
+str(o). Where orjson cannot match, the message is encoded by the standard library instead:
+integers beyond 64 bits (varints, JSON numbers in RocketMQ headers), dict keys that are not str,
+strings with lone surrogates, nesting deeper than orjson's limit, and floats orjson writes in
+another form (1e-05 and 1e-07 are `0.00001` and `1e-7` for orjson; an orjson that writes other
+floats otherwise, as those before 3.11.7 wrote 1e+16 as `1e16`, is found at import and then the
+standard library encodes everything).
+
+Two things differ from the standard library on purpose: non-finite floats (NaN, ±inf from a
+float64 on the wire) are null, never the invalid `NaN`/`Infinity`; and a lone surrogate in a
+string is written as a `\\udXXX` escape, never as a raw surrogate that no UTF-8 writer can
+encode. One difference is left: a member of a plain Enum (neither str nor int) is its value for
+orjson, str(member) for json; kdissect puts none in its output.
+"""
 
 from __future__ import annotations
 
 import base64
 import json
+import math
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import orjson
+
+from kdissect import accel
 from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, Column, Field, Message, Row
 
 _WHITESPACE = {ord("\t"): None, ord("\r"): None, ord("\n"): None}
@@ -139,8 +162,86 @@ def message_dict(m: Message, max_bytes: int = 256) -> dict[str, Any]:
 def _default(o: Any) -> Any:
     if isinstance(o, (bytes, bytearray, memoryview)):
         return base64.b64encode(bytes(o)).decode()
+    # Subclasses that orjson leaves to default and json writes as their base type.
+    if isinstance(o, float):
+        return float(o)
+    if isinstance(o, tuple):  # named tuples
+        return list(o)
     return str(o)
 
 
-def dumps(d: dict[str, Any]) -> str:
-    return json.dumps(d, ensure_ascii=False, default=_default, separators=(",", ":"))
+# datetime, date, time and dataclasses go through _default (str(o)), as with json.dumps.
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+# orjson's forms of the floats it writes unlike repr(): 1e-5 <= |x| < 1e-4 positionally
+# ("0.00001"), 1e-9 <= |x| < 1e-6 with a one-digit exponent ("1e-7" for repr's "1e-07").
+_SHORT_EXPONENT = re.compile(rb"e-[6-9](?:[,\]}]|\Z)")
+
+
+def _odd_floats(out: bytes) -> bool:
+    """Whether orjson's text `out` may hold a float written unlike repr() would: it contains
+    "0.0000", or an exponent of one digit (e-6 to e-9) before `,`, `]`, `}` or the end. Strings
+    that look so give a false alarm, which costs a second encoding, never a wrong one."""
+    return b"0.0000" in out or (b"e-" in out and _SHORT_EXPONENT.search(out) is not None)
+
+
+def _orjson_floats_known() -> bool:
+    """Whether every float orjson writes unlike repr() is one _odd_floats flags, over the
+    decades where notations switch and exponents of one to three digits."""
+    values = [0.0, -0.0, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, 0.1, 1 / 3]
+    for e in (*range(-12, 22), -99, -100, -101, 99, 100, 101, -300, 300):
+        values += [float(f"1e{e}"), float(f"-1.2345678901234567e{e}"), float(f"9.5e{e}")]
+    return all(o == repr(v).encode() or _odd_floats(o)
+               for v, o in zip(values, (orjson.dumps(v) for v in values), strict=True))
+
+
+def _finite(v: Any) -> Any:
+    """v with every NaN or infinite float replaced by None (dict keys as json writes them)."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {_finite_key(k): _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
+
+
+def _finite_key(k: Any) -> Any:
+    if isinstance(k, float) and not math.isfinite(k):
+        return "NaN" if k != k else "Infinity" if k > 0 else "-Infinity"
+    return k
+
+
+def _stdlib_dumps(d: Any) -> str:
+    """The standard library's text of d, non-finite floats as null."""
+    try:
+        return json.dumps(d, ensure_ascii=False, default=_default, separators=(",", ":"), allow_nan=False)
+    except ValueError as e:
+        if not str(e).startswith("Out of range float"):
+            raise
+    return json.dumps(_finite(d), ensure_ascii=False, default=_default, separators=(",", ":"),
+                      allow_nan=False)
+
+
+_ORJSON_FLOATS_KNOWN = _orjson_floats_known()
+
+
+def dumps_bytes(d: Any) -> bytes:
+    """The compact JSON text of d as UTF-8 (see the module docstring)."""
+    if _ORJSON_FLOATS_KNOWN:
+        try:
+            out = orjson.dumps(d, default=_default, option=_ORJSON_OPTIONS)
+        except orjson.JSONEncodeError:
+            pass
+        else:
+            if not _odd_floats(out):
+                return out
+    return _stdlib_dumps(d).encode("utf-8", "backslashreplace")
+
+
+def dumps(d: Any) -> str:
+    """The compact JSON text of d (see the module docstring)."""
+    return dumps_bytes(d).decode("utf-8")
+
+
+accel.bind(globals(), "kdissect.render._jsonout",
+           ("printable", "bytes_value", "row_dict", "field_value", "fields_dict", "message_dict", "_odd_floats"))

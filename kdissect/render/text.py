@@ -6,9 +6,7 @@ Renderers never special-case a protocol: they read Message, Field hints and diag
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-from rich.console import Console
-from rich.text import Text
+from typing import IO, TYPE_CHECKING
 
 from kdissect.model import (
     ARRAY,
@@ -25,6 +23,10 @@ from kdissect.model import (
     secret_ranges,
 )
 from kdissect.render.jsonout import printable
+
+if TYPE_CHECKING:  # rich is loaded only for a colour terminal
+    from rich.console import Console
+    from rich.text import Text
 
 SEVERITY_STYLE = {
     Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.NOTE: "blue", Severity.CHAT: "dim",
@@ -46,6 +48,8 @@ def summary_plain(m: Message, t0: float, width_addr: int = 21) -> str:
 
 def summary_line(m: Message, t0: float, width_addr: int = 21, proto_style: str = "bold") -> Text:
     """Like Wireshark's packet list: number, relative time, src → dst, protocol, summary."""
+    from rich.text import Text
+
     t = Text()
     t.append(f"{m.frame:>6} ", style="dim")
     t.append(f"{m.ts - t0:11.6f} ")
@@ -128,18 +132,21 @@ def hexdump(data: bytes, width: int = 16, hidden: list[tuple[int, int]] | None =
 
 class TextRenderer:
     """Prints messages one line each, with the optional tree (-V) and hex dump (-x). On a colour
-    terminal through rich; otherwise plain text is written straight to the file, which is many
-    times faster for the millions of lines a verbose dump of a large capture has."""
+    terminal through rich; otherwise (no console, or one without colours) plain text is written
+    straight to the file, which is many times faster for the millions of lines a verbose dump of
+    a large capture has."""
 
-    def __init__(self, console: Console, verbose: bool = False, hexdump: bool = False,
-                 max_bytes: int = 256, styles: Mapping[str, str] | None = None) -> None:
+    def __init__(self, console: Console | None, verbose: bool = False, hexdump: bool = False,
+                 max_bytes: int = 256, styles: Mapping[str, str] | None = None,
+                 out: IO[str] | None = None) -> None:
         self.console = console
         self.styles = styles or {}  # protocol name -> the colour of its protocol column
         self.verbose = verbose
         self.hex = hexdump
         self.max_bytes = max_bytes
         self.t0: float | None = None
-        self.plain = console.no_color or console.color_system is None
+        self.plain = console is None or console.no_color or console.color_system is None
+        self.out = out if out is not None or console is None else console.file
 
     def render(self, m: Message) -> None:
         if self.t0 is None:
@@ -150,9 +157,13 @@ class TextRenderer:
             parts = [summary_plain(m, self.t0), *details, *dump]
             if details or dump:
                 parts.append("")
-            self.console.file.write("\n".join(parts) + "\n")
+            assert self.out is not None
+            self.out.write("\n".join(parts) + "\n")
             return
+        from rich.text import Text
+
         c = self.console
+        assert c is not None
         line = summary_line(m, self.t0, proto_style=self.styles.get(m.protocol, "bold"))
         c.print(line, soft_wrap=True, highlight=False)
         if details:

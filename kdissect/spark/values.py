@@ -1,30 +1,22 @@
 """Python values -> column values: type coercion that never raises, JSON text for the generic
-maps, dates, and the path lookups of the protocol structs. Pure Python."""
+maps, dates, and the path lookups of the protocol structs."""
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from kdissect.render.jsonout import dumps
 from kdissect.spark.sqltypes import SqlType
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
 INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
-def _default(o: Any) -> Any:
-    if isinstance(o, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(o)).decode()
-    return str(o)
-
-
-def json_text(v: Any) -> str:
-    """A value as compact JSON text, as `kdissect export` writes it (render.jsonout.dumps)."""
-    return json.dumps(v, ensure_ascii=False, default=_default, separators=(",", ":"))
+json_text = dumps  # a value as compact JSON text, as `kdissect export` writes it
 
 
 _quote = json.encoder.encode_basestring

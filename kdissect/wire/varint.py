@@ -3,6 +3,7 @@ records and the protobuf walker. Each returns (value, next position)."""
 
 from __future__ import annotations
 
+from kdissect import accel
 from kdissect.errors import BadValue, Truncated
 
 
@@ -36,3 +37,6 @@ def varint_at(buf: bytes, pos: int, end: int) -> tuple[int, int]:
         return (v >> 1) ^ -(v & 1), pos + 1
     v, pos = uvarint_at(buf, pos, end)
     return (v >> 1) ^ -(v & 1), pos
+
+
+accel.bind(globals(), "kdissect.wire._varint", ("uvarint_at", "varint_at"))

@@ -1,0 +1,258 @@
+"""Compiled twin of record_elements in kdissect/kafka/records_v2.py (see kdissect/accel.py):
+the same records (the same Row and Field objects), the same ctx counters, budget calls and
+diagnostics, C for bytes buffers.
+
+A record is read with a raw pointer, every read checked against the end of the record, which
+lies within the buffer. Varints of up to nine bytes fit a C int64 once zig-zag decoded; a record
+with a longer one (its value may exceed 63 bits) or one that does not decode is read again by
+the pure _record, which gives its Python integers or the exception its diagnostic reports: the
+fast path has no effect until a record has decoded in full. Other arguments than a bytes
+buffer, a bool `real`, and ints within C's range, with positions not negative, go to the pure
+record_elements.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint64_t
+
+from kdissect._model cimport new_field, new_row
+
+
+cdef extern from "Python.h":
+    const Py_ssize_t PY_SSIZE_T_MAX
+
+
+# Set from kdissect.kafka.records_v2 at the end of this module, after record_elements exists:
+# records_v2 imports this module to bind it, or this module imports records_v2, which binds it.
+cdef object WireReader, DecodeError
+cdef object _pure_elements, _pure_record
+cdef object RECORD_COLUMNS, CONTROL_COLUMNS, HEADER_COLUMNS, CONTROL_TYPES
+cdef object ARRAY, ENUM, STRUCT
+cdef int64_t LOG_APPEND_TIME, CONTROL
+
+
+cdef struct Batch:
+    bint log_append  # timestamps are the batch's max_timestamp
+    bint control  # control records: the key and value are decoded
+    bint real  # offsets are the message's
+    bint small_offset  # base_offset fits an int64: offsets are added in C when they do not overflow
+    bint small_timestamp  # base_timestamp likewise
+    int64_t base_offset
+    int64_t base_timestamp
+
+
+cdef inline bint _varint(const unsigned char* data, Py_ssize_t* pos, Py_ssize_t end,
+                         int64_t* out) noexcept:
+    """The zig-zag varint at pos[0], before end, into out; pos[0] moves past it. False when it
+    runs past end or is longer than nine bytes (it may not fit 63 bits): the pure path reads it."""
+    cdef Py_ssize_t p = pos[0]
+    cdef uint64_t result = 0
+    cdef int shift = 0
+    cdef unsigned char b
+    while shift < 63:
+        if p >= end:
+            return False
+        b = data[p]
+        p += 1
+        result |= (<uint64_t>(b & 0x7F)) << shift
+        if b < 0x80:
+            out[0] = (<int64_t>(result >> 1)) ^ (-<int64_t>(result & 1))
+            pos[0] = p
+            return True
+        shift += 7
+    return False
+
+
+cdef inline object _add(object base, bint small, int64_t cbase, int64_t delta):
+    """base + delta, in C when base fits an int64 and the sum does not overflow."""
+    if small and (delta >= 0 and cbase <= INT64_MAX - delta or delta < 0 and cbase >= INT64_MIN - delta):
+        return cbase + delta
+    return base + delta
+
+
+cdef object _headers(const unsigned char* data, Py_ssize_t p, Py_ssize_t end, bint real,
+                     Py_ssize_t* next):
+    """The headers field at p (as _headers in records_v2), or None when they do not decode."""
+    cdef Py_ssize_t start = p, hstart, kat, vat
+    cdef int64_t n, j, kn, vn
+    cdef list items = []
+    if not _varint(data, &p, end, &n) or n < 0 or 2 * n > end - p:
+        return None
+    for j in range(n):
+        hstart = p
+        if not _varint(data, &p, end, &kn) or kn < 0 or kn > end - p:  # a null key is an error
+            return None
+        kat = p
+        p += kn
+        if not _varint(data, &p, end, &vn) or vn < -1 or vn > end - p:
+            return None
+        vat = p
+        if vn == -1:
+            value = None
+            vn = 0
+        else:
+            value = PyBytes_FromStringAndSize(<char*>data + p, vn)
+            p += vn
+        key = PyUnicode_DecodeUTF8(<char*>data + kat, kn, "replace")
+        items.append(new_row("header", HEADER_COLUMNS, (key, value), (kat, kn, vat, vn) if real else None,
+                             hstart if real else -1, p - hstart, None))
+    next[0] = p
+    return new_field("headers", None, start if real else -1, p - start, items, ARRAY, None, None)
+
+
+cdef inline int64_t _int(const unsigned char* s, int size) noexcept:
+    """The big-endian signed integer of `size` (2 or 4) bytes at s."""
+    cdef int64_t v = 0
+    cdef int i
+    for i in range(size):
+        v = (v << 8) | s[i]
+    if v >= (<int64_t>1) << (8 * size - 1):
+        v -= (<int64_t>1) << (8 * size)
+    return v
+
+
+cdef object _control(object key, object value, Py_ssize_t kat, Py_ssize_t klen, Py_ssize_t vat,
+                     Py_ssize_t vlen, bint real):
+    """A control record's key (version, type) and a marker's value (version, coordinator_epoch),
+    as _control in records_v2."""
+    cdef Py_ssize_t koff = kat if real else -1
+    cdef Py_ssize_t voff = vat if real else -1
+    cdef const unsigned char* k
+    cdef int64_t ctype
+    cdef list children = []
+    if key is not None and klen >= 4:
+        k = <const unsigned char*>PyBytes_AS_STRING(key)
+        ctype = _int(k + 2, 2)
+        children.append(new_field("version", _int(k, 2), koff, 2, None, None, None, None))
+        children.append(new_field("type", ctype, koff + 2 if real else -1, 2, None, ENUM,
+                                  CONTROL_TYPES.get(ctype, f"unknown_{ctype}"), None))
+        if (ctype == 0 or ctype == 1) and value is not None and vlen >= 6:
+            children.append(new_field("coordinator_epoch", _int(<const unsigned char*>PyBytes_AS_STRING(value) + 2, 4),
+                                      voff + 2 if real else -1, 4, None, None, None, None))
+    return new_field("control", None, koff, klen + vlen, children, STRUCT, None, None)
+
+
+cdef object _record(const unsigned char* data, Py_ssize_t start, Py_ssize_t limit, Batch* b,
+                    object base_offset, object base_timestamp, object max_timestamp,
+                    Py_ssize_t* next, Py_ssize_t* nbytes):
+    """The record at start, before limit (as _record in records_v2), or None when the pure path
+    is to read it; next[0] is then past it and nbytes[0] its key and value sizes."""
+    cdef Py_ssize_t p = start, end, at, p2, p3, kat, vat
+    cdef int64_t length, ts_delta, off_delta, kn, vn
+    cdef bint real = b.real
+    if not _varint(data, &p, limit, &length) or length < 0 or length > limit - p:
+        return None
+    end = p + length
+    at = p
+    if p >= end:
+        return None
+    p += 1
+    if not _varint(data, &p, end, &ts_delta):
+        return None
+    p2 = p
+    if not _varint(data, &p, end, &off_delta):
+        return None
+    p3 = p
+    if not _varint(data, &p, end, &kn) or kn < -1 or kn > end - p:
+        return None
+    kat = p
+    if kn == -1:
+        key = None
+        kn = 0
+    else:
+        key = PyBytes_FromStringAndSize(<char*>data + p, kn)
+        p += kn
+    if not _varint(data, &p, end, &vn) or vn < -1 or vn > end - p:
+        return None
+    vat = p
+    if vn == -1:
+        value = None
+        vn = 0
+    else:
+        value = PyBytes_FromStringAndSize(<char*>data + p, vn)
+        p += vn
+    hat = p
+    headers = _headers(data, p, end, real, &p)
+    if headers is None or p != end:
+        return None
+    ts = max_timestamp if b.log_append else _add(base_timestamp, b.small_timestamp, b.base_timestamp, ts_delta)
+    offset = _add(base_offset, b.small_offset, b.base_offset, off_delta)
+    values = (length, data[at], ts_delta, off_delta, offset, ts, key, value, headers)
+    spans = (start, at - start, at, 1, at + 1, p2 - at - 1, p2, p3 - p2, p2, p3 - p2, at + 1, p2 - at - 1,
+             kat, kn, vat, vn, hat, end - hat) if real else None
+    label = f"offset {offset}"
+    next[0] = end
+    nbytes[0] = kn + vn
+    if b.control:
+        values += (_control(key, value, kat, kn, vat, vn, real),)
+        return new_row("record", CONTROL_COLUMNS, values, None if spans is None else spans + (-1, 0),
+                       start if real else -1, end - start, label)
+    return new_row("record", RECORD_COLUMNS, values, spans, start if real else -1, end - start, label)
+
+
+def record_elements(buf, pos, end, count, declared, attributes, base_offset, base_timestamp,
+                    max_timestamp, ctx, real, where):
+    """The records of one batch: up to `count` of them from buf[pos:end] (see record_elements
+    in kdissect/kafka/records_v2.py)."""
+    cdef Py_ssize_t c_pos, c_end, c_count, limit, i, p, nb = 0
+    cdef int64_t attrs
+    cdef Batch b
+    # Anything else, the pure function: Python's integers and indexing (a negative position
+    # counts from the end, positions and counts may exceed any C integer).
+    if not (type(buf) is bytes and type(pos) is int and type(end) is int and type(count) is int
+            and type(attributes) is int and type(base_offset) is int and type(base_timestamp) is int
+            and type(max_timestamp) is int and type(real) is bool
+            and 0 <= pos <= PY_SSIZE_T_MAX and 0 <= end <= PY_SSIZE_T_MAX
+            and -PY_SSIZE_T_MAX <= count <= PY_SSIZE_T_MAX and INT64_MIN <= attributes <= INT64_MAX):
+        return _pure_elements(buf, pos, end, count, declared, attributes, base_offset, base_timestamp,
+                              max_timestamp, ctx, real, where)
+    c_pos, c_end, c_count, attrs = pos, end, count, attributes
+    cdef const unsigned char* data = <const unsigned char*>PyBytes_AS_STRING(buf)
+    limit = min(c_end, PyBytes_GET_SIZE(buf))  # a WireReader's end
+    b.log_append = (attrs & LOG_APPEND_TIME) != 0
+    b.control = (attrs & CONTROL) != 0
+    b.real = real
+    b.small_offset = INT64_MIN <= base_offset <= INT64_MAX
+    b.base_offset = base_offset if b.small_offset else 0
+    b.small_timestamp = INT64_MIN <= base_timestamp <= INT64_MAX
+    b.base_timestamp = base_timestamp if b.small_timestamp else 0
+    cdef list elements = []
+    p = c_pos
+    for i in range(c_count):
+        if ctx.over_limit(where):
+            ctx.records += c_count - i  # counted from the header, not shown
+            break
+        rec = _record(data, p, limit, &b, base_offset, base_timestamp, max_timestamp, &p, &nb)
+        if rec is None:
+            r = WireReader(buf, p, end)
+            try:
+                rec = _pure_record(r, attributes, base_offset, base_timestamp, max_timestamp, ctx, real)
+            except DecodeError as e:
+                ctx.add("records.truncated", f"record {len(elements)} of {declared}: {e}",
+                        e.offset if real else where)
+                break
+            p = r.pos
+        else:
+            ctx.nbytes += nb
+        elements.append(rec)
+        ctx.records += 1
+    else:
+        if limit != p:
+            ctx.add("records.trailing", f"{limit - p} bytes after the last of {count} records",
+                    p if real else where)
+    return elements
+
+
+import importlib
+
+from kdissect import accel
+from kdissect.errors import DecodeError
+from kdissect.model import ARRAY, ENUM, STRUCT
+from kdissect.wire.reader import WireReader
+
+_py = importlib.import_module("kdissect.kafka.records_v2")
+_pure_elements = accel.pure("kdissect.kafka.records_v2", "record_elements")
+_pure_record = _py._record
+RECORD_COLUMNS, CONTROL_COLUMNS, HEADER_COLUMNS = _py.RECORD_COLUMNS, _py.CONTROL_COLUMNS, _py.HEADER_COLUMNS
+CONTROL_TYPES = _py.CONTROL_TYPES
+LOG_APPEND_TIME, CONTROL = _py.LOG_APPEND_TIME, _py.CONTROL
