@@ -1,6 +1,13 @@
-"""Compiled twin of record_elements in kdissect/kafka/records_v2.py (see kdissect/accel.py):
-the same records (the same Row and Field objects), the same ctx counters, budget calls and
-diagnostics, C for bytes buffers.
+"""Compiled twin of decode_batch, count_batch and record_elements in
+kdissect/kafka/records_v2.py (see kdissect/accel.py): the same batches and records (the same
+Row and Field objects), the same ctx counters, budget calls and diagnostics, C for bytes
+buffers.
+
+decode_batch and count_batch read the 61-byte header of a batch that lies within a bytes
+buffer and call crc32c as the pure _check_crc does; decode_batch decodes the records of an
+uncompressed batch with record_elements below. A compressed batch (its codec bits set), a
+batch shorter than its header, a buffer that is not bytes and positions outside it go to the
+pure functions.
 
 A record is read with a raw pointer, every read checked against the end of the record, which
 lies within the buffer. Varints of up to nine bytes fit a C int64 once zig-zag decoded; a record
@@ -29,6 +36,11 @@ cdef object _pure_elements, _pure_record
 cdef object RECORD_COLUMNS, CONTROL_COLUMNS, HEADER_COLUMNS, CONTROL_TYPES
 cdef object ARRAY, ENUM, STRUCT
 cdef int64_t LOG_APPEND_TIME, CONTROL
+cdef object _pure_decode, _pure_count, _crc32c, _flags_display, ATTRIBUTE_FLAGS, _NAMES
+cdef object FLAGS, RAW, TIME_MS
+cdef int64_t DELETE_HORIZON, MIN_RECORD
+cdef Py_ssize_t HEADER_SIZE, CRC_FROM
+cdef dict _displays = {}  # attributes -> flags_display(attributes, ATTRIBUTE_FLAGS)
 
 
 cdef struct Batch:
@@ -243,11 +255,116 @@ def record_elements(buf, pos, end, count, declared, attributes, base_offset, bas
     return elements
 
 
+cdef inline int64_t _be(const unsigned char* s, int size) noexcept:
+    """The big-endian signed integer of `size` (1, 2, 4 or 8) bytes at s."""
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(size):
+        v = (v << 8) | s[i]
+    if size < 8 and v >= (<uint64_t>1) << (8 * size - 1):
+        return <int64_t>v - ((<int64_t>1) << (8 * size))
+    return <int64_t>v
+
+
+cdef inline bint _fits(object buf, object start, object end, object real):
+    """Whether the batch [start, end) is one the compiled functions read: a bytes buffer that
+    holds it, a bool `real`, and at least a header's bytes."""
+    return (type(buf) is bytes and type(start) is int and type(end) is int and type(real) is bool
+            and 0 <= start <= end <= PyBytes_GET_SIZE(buf) and end - start >= HEADER_SIZE)
+
+
+cdef object _display(int64_t attributes):
+    """flags_display(attributes, ATTRIBUTE_FLAGS), kept per value."""
+    d = _displays.get(attributes)
+    if d is None:
+        d = _flags_display(attributes, ATTRIBUTE_FLAGS)
+        _displays[attributes] = d
+    return d
+
+
+cdef _check_crc(object buf, Py_ssize_t start, Py_ssize_t end, object crc, object ctx, bint real):
+    """As _check_crc in records_v2."""
+    got = _crc32c(memoryview(buf)[start + CRC_FROM : end])
+    if got != crc:
+        ctx.add("records.crc", f"record batch CRC32C 0x{crc:08x} does not match the computed 0x{got:08x}",
+                start + 17 if real else -1)
+
+
+# The header's fields: (offset, size) in the batch, as _OFFSETS and _SIZES in records_v2.
+cdef Py_ssize_t[13] _OFF = [0, 8, 12, 16, 17, 21, 23, 27, 35, 43, 51, 53, 57]
+cdef int[13] _SIZE = [8, 4, 4, 1, 4, 2, 4, 8, 8, 8, 2, 4, 4]
+
+
+def decode_batch(buf, start, end, ctx, real):
+    """One RecordBatch in [start, end) (see decode_batch in kdissect/kafka/records_v2.py)."""
+    cdef Py_ssize_t s, e, rstart, i, off
+    cdef int64_t attrs, count
+    cdef const unsigned char* data
+    cdef bint r
+    if not _fits(buf, start, end, real):
+        return _pure_decode(buf, start, end, ctx, real)
+    s, e, r = start, end, real
+    data = <const unsigned char*>PyBytes_AS_STRING(buf) + s
+    attrs = _be(data + 21, 2)
+    if attrs & 0x07:  # compressed: ctx.inflate, the pure path
+        return _pure_decode(buf, start, end, ctx, real)
+    ctx.batches += 1
+    display = _display(attrs)
+    children = []
+    for i in range(13):
+        off = s + _OFF[i] if r else -1
+        if i == 4:  # the CRC: unsigned
+            value = _be(data + 17, 4) & 0xFFFFFFFF
+        else:
+            value = _be(data + _OFF[i], _SIZE[i])
+        if i == 5:
+            children.append(new_field(_NAMES[i], value, off, _SIZE[i], None, FLAGS, display, None))
+        elif i == 7 or i == 8:
+            children.append(new_field(_NAMES[i], value, off, _SIZE[i], None, TIME_MS, None,
+                                      "base_timestamp (delete horizon)" if i == 7 and attrs & DELETE_HORIZON
+                                      else None))
+        else:
+            children.append(new_field(_NAMES[i], value, off, _SIZE[i], None, None, None, None))
+    base_offset = (<object>children[0]).value
+    declared = (<object>children[12]).value
+    _check_crc(buf, s, e, (<object>children[4]).value, ctx, r)
+    # The records (as _records in records_v2, uncompressed).
+    rstart = s + HEADER_SIZE
+    where = rstart if r else -1
+    count = _be(data + 57, 4)
+    if count < 0 or count * MIN_RECORD > e - rstart:
+        ctx.add("records.count", f"records_count {declared} does not fit in {e - rstart} bytes", where)
+        count = max(0, min(count, (e - rstart) // MIN_RECORD))
+    elements = record_elements(buf, rstart, end, count, declared, attrs, base_offset,
+                               (<object>children[7]).value, (<object>children[8]).value, ctx, real, where)
+    children.append(new_field("records", None, where, e - rstart, elements, ARRAY, None, None))
+    label = f"batch base_offset={base_offset} records={declared} {display}"
+    return new_field("batch", None, s if r else -1, e - s, children, STRUCT, None, label)
+
+
+def count_batch(buf, start, end, ctx, real):
+    """A RecordBatch's header and CRC only (see count_batch in kdissect/kafka/records_v2.py)."""
+    cdef Py_ssize_t s, e
+    cdef int64_t count
+    cdef const unsigned char* data
+    if not _fits(buf, start, end, real):
+        return _pure_count(buf, start, end, ctx, real)
+    s, e = start, end
+    data = <const unsigned char*>PyBytes_AS_STRING(buf) + s
+    ctx.batches += 1
+    _check_crc(buf, s, e, _be(data + 17, 4) & 0xFFFFFFFF, ctx, real)
+    count = _be(data + 57, 4)
+    ctx.records += max(count, 0)
+    label = f"batch base_offset={_be(data, 8)} records={count} (records not decoded)"
+    return new_field("batch", None, s if real else -1, e - s, None, RAW, None, label)
+
+
+
 import importlib
 
 from kdissect import accel
 from kdissect.errors import DecodeError
-from kdissect.model import ARRAY, ENUM, STRUCT
+from kdissect.model import ARRAY, ENUM, FLAGS, RAW, STRUCT, TIME_MS
 from kdissect.wire.reader import WireReader
 
 _py = importlib.import_module("kdissect.kafka.records_v2")
@@ -256,3 +373,8 @@ _pure_record = _py._record
 RECORD_COLUMNS, CONTROL_COLUMNS, HEADER_COLUMNS = _py.RECORD_COLUMNS, _py.CONTROL_COLUMNS, _py.HEADER_COLUMNS
 CONTROL_TYPES = _py.CONTROL_TYPES
 LOG_APPEND_TIME, CONTROL = _py.LOG_APPEND_TIME, _py.CONTROL
+_pure_decode = accel.pure("kdissect.kafka.records_v2", "decode_batch")
+_pure_count = accel.pure("kdissect.kafka.records_v2", "count_batch")
+_crc32c = _py.crc32c.crc32c
+_flags_display, ATTRIBUTE_FLAGS, _NAMES = _py.flags_display, _py.ATTRIBUTE_FLAGS, _py._NAMES
+DELETE_HORIZON, MIN_RECORD, HEADER_SIZE, CRC_FROM = _py.DELETE_HORIZON, _py.MIN_RECORD, _py.HEADER_SIZE, _py.CRC_FROM

@@ -49,7 +49,8 @@ HEADER_COLUMNS = (("key", None), ("value", BYTES))
 
 
 def decode_batch(buf: bytes, start: int, end: int, ctx: Ctx, real: bool) -> Field:
-    """One RecordBatch in [start, end) (its declared extent, already checked to fit)."""
+    """One RecordBatch in [start, end) (its declared extent, already checked to fit). Its
+    compiled twin is kdissect/kafka/_records_v2.pyx, as count_batch's."""
     ctx.batches += 1
     if end - start < HEADER_SIZE:
         ctx.add("records.bad_length", f"record batch of {end - start} bytes is shorter than its header",
@@ -227,4 +228,4 @@ def _control(key: bytes | None, value: bytes | None, real: bool, kf: Field, vf: 
     return mkstruct("control", children, kf.offset, kf.length + vf.length)
 
 
-accel.bind(globals(), "kdissect.kafka._records_v2", ("record_elements",))
+accel.bind(globals(), "kdissect.kafka._records_v2", ("decode_batch", "count_batch", "record_elements"))

@@ -1,5 +1,5 @@
-"""The compiled record_elements (kdissect/kafka/_records_v2.pyx) against the pure one in
-records_v2.py: the same record trees (every slot of every Field and Row, the shared column
+"""The compiled decode_batch, count_batch and record_elements (kdissect/kafka/_records_v2.pyx)
+against the pure ones in records_v2.py: the same batch and record trees (every slot of every Field and Row, the shared column
 tuples), ctx counters, budget and diagnostics, and the same exceptions, for the RecordBatches of
 the captures, mutations and truncations of them, crafted records (long and non-canonical
 varints, values past 63 bits, null and negative lengths, control records) and random bytes.
@@ -41,6 +41,11 @@ except ImportError:
 PURE: Callable[..., list[Field]] = accel.pure("kdissect.kafka.records_v2", "record_elements")
 COMPILED: Callable[..., list[Field]] = _twin.record_elements
 assert PURE is not COMPILED
+PURE_DECODE: Callable[..., Field] = accel.pure("kdissect.kafka.records_v2", "decode_batch")
+PURE_COUNT: Callable[..., Field] = accel.pure("kdissect.kafka.records_v2", "count_batch")
+COMPILED_DECODE: Callable[..., Field] = _twin.decode_batch
+COMPILED_COUNT: Callable[..., Field] = _twin.count_batch
+assert PURE_DECODE is not COMPILED_DECODE and PURE_COUNT is not COMPILED_COUNT
 OPTS = Options(max_decompressed=1 << 20)
 I64 = 1 << 63
 Batch = tuple[bytes, int, int, bool]  # decode_batch's buf, start, end, real
@@ -139,16 +144,27 @@ def elements_fn(fn: Callable[..., list[Field]]) -> Iterator[None]:
 
 
 def check_batch(batch: Batch, entries: int | None = None) -> object:
-    """decode_batch with either record_elements: the same batch tree, ctx and exception."""
+    """The pure decode_batch with either record_elements, and the compiled decode_batch: the
+    same batch tree, ctx and exception; and the same for both count_batch."""
     buf, start, end, real = batch
-    results = []
-    for fn in (PURE, COMPILED):
+
+    def run(decode: Callable[..., Field], elements: Callable[..., list[Field]]) -> tuple[object, ...]:
         ctx = new_ctx(entries)
-        with elements_fn(fn):
-            out = outcome(partial(records_v2.decode_batch, buf, start, end, ctx, real))
-        results.append((out, ctx_state(ctx)))
-    same(results[0], results[1])
-    return results[0][0]
+        with elements_fn(elements):
+            out = outcome(partial(decode, buf, start, end, ctx, real))
+        return out, ctx_state(ctx)
+
+    # A reference for each comparison: comparing builds the child Fields of the Rows.
+    reference = run(PURE_DECODE, PURE)
+    same(reference, run(PURE_DECODE, COMPILED))
+    same(run(PURE_DECODE, PURE), run(COMPILED_DECODE, COMPILED))
+    counted = []
+    for count in (PURE_COUNT, COMPILED_COUNT):
+        ctx = new_ctx(entries)
+        out = outcome(partial(count, buf, start, end, ctx, real))
+        counted.append((out, ctx_state(ctx)))
+    same(counted[0], counted[1])
+    return reference[0]
 
 
 @pytest.fixture(params=[True, False], ids=["slots", "classes"])
@@ -172,7 +188,7 @@ def spied(run: Callable[[], object]) -> tuple[tuple[Batch, ...], tuple[Call, ...
 
     def spy_batch(buf: bytes, start: int, end: int, ctx: Ctx, real: bool) -> Field:
         batches.append((buf, start, end, real))
-        return decode(buf, start, end, ctx, real)
+        return PURE_DECODE(buf, start, end, ctx, real)  # it calls records_v2.record_elements
 
     def spy_elements(*args: Any) -> list[Field]:
         calls.append(args[:9] + args[10:])
@@ -444,6 +460,70 @@ def test_crafted_records_decode() -> None:
             out = check_elements((buf, 0, len(buf), 2, 2, attrs, base, base, 77, True, 0))
             assert isinstance(out, list) and len(out) == 2
             assert out[0].values[2] == 1 << 66 and out[0].values[4] == base - 5
+
+
+# -- batches ---------------------------------------------------------------------------------
+
+
+def test_the_tables_hold_the_compiled_functions() -> None:
+    """records.py takes decode_batch and count_batch from records_v2 after it bound them."""
+    if accel.compiled("kdissect.kafka.records_v2", "decode_batch") is None:
+        pytest.skip("KDISSECT_PURE is set: the pure functions run")
+    assert records_v2.decode_batch is COMPILED_DECODE and records_v2.count_batch is COMPILED_COUNT
+    assert records.DECODERS[2] is COMPILED_DECODE and records.COUNTERS[2] is COMPILED_COUNT
+
+
+def _header(base_offset: int = 5, attrs: int = 0, count: int = 1, base_ts: int = 1700000000000,
+            max_ts: int = 1700000000007, records: bytes = b"", magic: int = 2, crc: int | None = None,
+            length: int | None = None) -> bytes:
+    """A RecordBatch of these header values and record bytes; the CRC computed unless given."""
+    rest = struct.pack(">hiqqqhii", attrs, max(count - 1, 0), base_ts, max_ts, 42, 1, 0, count) + records
+    crc = crc32c.crc32c(rest) if crc is None else crc
+    body = struct.pack(">ibI", 0, magic, crc) + rest
+    return struct.pack(">qi", base_offset, len(body) if length is None else length) + body
+
+
+_HEADER_VALUES = st.fixed_dictionaries({
+    "base_offset": st.sampled_from([0, 5, I64 - 1, -I64, -1]),
+    "attrs": st.one_of(st.integers(-(1 << 15), (1 << 15) - 1), st.sampled_from([0, 0x08, 0x10, 0x20, 0x40, 0x78, 0x48])),
+    "count": st.sampled_from([0, 1, 2, 3, -1, -(1 << 31), (1 << 31) - 1, 100]),
+    "base_ts": st.sampled_from([0, -1, 1700000000000, I64 - 1, -I64, 253402300799999, 253402300800000]),
+    "max_ts": st.sampled_from([0, -1, 1700000000000, I64 - 1, -I64]),
+    "magic": st.sampled_from([2, 0, -1, 127]),
+    "crc": st.sampled_from([None, None, 0, 0xFFFFFFFF, 0x80000000]),
+    "length": st.sampled_from([None, None, 0, -1, 1 << 30]),
+})
+
+
+@settings(max_examples=300, deadline=None)
+@given(_HEADER_VALUES, st.lists(a_record(), max_size=3), st.binary(max_size=3), st.integers(0, 80),
+       st.booleans(), st.sampled_from([None, 0, 1]))
+def test_crafted_batches(values: dict[str, Any], recs: list[bytes], prefix: bytes, cut: int, real: bool,
+                         entries: int | None) -> None:
+    """Batches of every header value (flags, codecs, timestamps past the dates, counts that do
+    not fit, a wrong CRC), crafted records, cut anywhere."""
+    b = _header(**values, records=b"".join(recs))
+    buf = prefix + b
+    check_batch((buf, len(prefix), len(buf), real), entries)
+    check_batch((buf, len(prefix), max(len(prefix), len(buf) - cut), real), entries)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=0, max_size=120), st.integers(0, 10), st.integers(0, 130), st.booleans())
+def test_random_batches(buf: bytes, start: int, size: int, real: bool) -> None:
+    check_batch((buf, start, start + size, real))
+
+
+@pytest.mark.parametrize("args", [
+    (-1, 61), (0, 1 << 70), (1 << 70, 2), (3, 1), (0, -5), (61, 0), (0, 62), (0, 61), (0, 60),
+])
+def test_odd_batch_arguments(args: tuple[int, int]) -> None:
+    """Positions outside the buffer, past any C integer, reversed; other buffers and `real`s."""
+    start, end = args
+    data = _header(records=b"\x00" * 3)[:61]
+    for buf in (data, bytearray(data), memoryview(data), "text" * 20, None):
+        for real in (True, False, 1):
+            check_batch((buf, start, end, real))  # type: ignore[arg-type]
 
 
 # -- random bytes and other arguments ------------------------------------------------------------
