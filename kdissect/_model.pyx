@@ -55,20 +55,26 @@ cdef bint FAST = False  # objects are built here (else the classes are called)
 # The offsets of the slots in the objects (_model.pxd) are set by the check.
 
 
+cdef inline void _put_common(object obj, object name, object value, object offset, object length,
+                             object hint, object display, object label) noexcept:
+    """Fills the Field slots of a new Field or Row but `children`."""
+    kd_put(obj, F_NAME, name)
+    kd_put(obj, F_VALUE, value)
+    kd_put(obj, F_OFFSET, offset)
+    kd_put(obj, F_LENGTH, length)
+    kd_put(obj, F_HINT, hint)
+    kd_put(obj, F_DISPLAY, display)
+    kd_put(obj, F_LABEL, label)
+
+
 cdef object new_field(object name, object value, object offset, object length, object children,
                       object hint, object display, object label):
     """Field(name, value, offset, length, children, hint, display, label)."""
     if not FAST:
         return Field(name, value, offset, length, children, hint, display, label)
     f = kd_alloc(Field)
-    kd_put(f, F_NAME, name)
-    kd_put(f, F_VALUE, value)
-    kd_put(f, F_OFFSET, offset)
-    kd_put(f, F_LENGTH, length)
+    _put_common(f, name, value, offset, length, hint, display, label)
     kd_put(f, F_CHILDREN, children)
-    kd_put(f, F_HINT, hint)
-    kd_put(f, F_DISPLAY, display)
-    kd_put(f, F_LABEL, label)
     return f
 
 
@@ -80,13 +86,7 @@ cdef object new_row(object name, object columns, object values, object spans, ob
     if not FAST:
         return Row(name, columns, values, spans, offset, length, label)
     r = kd_alloc(Row)
-    kd_put(r, F_NAME, name)
-    kd_put(r, F_VALUE, None)
-    kd_put(r, F_OFFSET, offset)
-    kd_put(r, F_LENGTH, length)
-    kd_put(r, F_HINT, STRUCT)
-    kd_put(r, F_DISPLAY, None)
-    kd_put(r, F_LABEL, label)
+    _put_common(r, name, None, offset, length, STRUCT, None, label)
     kd_put(r, R_COLUMNS, columns)
     kd_put(r, R_VALUES, values)
     kd_put(r, R_SPANS, spans)

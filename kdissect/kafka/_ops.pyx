@@ -164,6 +164,22 @@ cdef Py_ssize_t _take(object r, Py_ssize_t n, object name) except? -1:
     return p
 
 
+cdef inline Py_ssize_t _claim(object r, object buf, Py_ssize_t size, object message) except -2:
+    """The start of the `size` (>= 1) bytes at r.pos, which then moves past them; -1 when the
+    pure decoder is to read them (buf is not bytes, or they lie outside it). Raises Truncated
+    (message) when they run past r.end."""
+    if type(buf) is not bytes:
+        return -1
+    cdef Py_ssize_t p = r.pos
+    cdef Py_ssize_t end = r.end
+    if p >= end or p + size > end:
+        raise Truncated(message, p)
+    if not _in_buf(<bytes>buf, p, size):
+        return -1
+    r.pos = p + size
+    return p
+
+
 # -- scalars ------------------------------------------------------------------------------
 
 cdef class _Fixed(Dec):
@@ -174,14 +190,9 @@ cdef class _Fixed(Dec):
 
     cdef object dec(self, object r, object ctx):
         buf = r.buf
-        if type(buf) is not bytes:
+        cdef Py_ssize_t p = _claim(r, buf, self.size, self.message)
+        if p < 0:
             return self.pure(r, ctx)
-        cdef Py_ssize_t p = r.pos
-        if p + self.size > <Py_ssize_t>r.end:
-            raise Truncated(self.message, p)
-        if not _in_buf(<bytes>buf, p, self.size):
-            return self.pure(r, ctx)
-        r.pos = p + self.size
         if self.kind == K_OTHER:
             v = self.unpack(buf, p)[0]
         else:
@@ -194,14 +205,9 @@ cdef class _ErrorCode(Dec):
 
     cdef object dec(self, object r, object ctx):
         buf = r.buf
-        if type(buf) is not bytes:
+        cdef Py_ssize_t p = _claim(r, buf, 2, self.message)
+        if p < 0:
             return self.pure(r, ctx)
-        cdef Py_ssize_t p = r.pos
-        if p + 2 > <Py_ssize_t>r.end:
-            raise Truncated(self.message, p)
-        if not _in_buf(<bytes>buf, p, 2):
-            return self.pure(r, ctx)
-        r.pos = p + 2
         v = _int_at(<const unsigned char*>PyBytes_AS_STRING(buf) + p, K_INT16)
         if v:
             ctx.errors.append(v)
@@ -214,14 +220,9 @@ cdef class _Timestamp(Dec):
 
     cdef object dec(self, object r, object ctx):
         buf = r.buf
-        if type(buf) is not bytes:
+        cdef Py_ssize_t p = _claim(r, buf, 8, self.message)
+        if p < 0:
             return self.pure(r, ctx)
-        cdef Py_ssize_t p = r.pos
-        if p + 8 > <Py_ssize_t>r.end:
-            raise Truncated(self.message, p)
-        if not _in_buf(<bytes>buf, p, 8):
-            return self.pure(r, ctx)
-        r.pos = p + 8
         if self.int64:
             v = _int_at(<const unsigned char*>PyBytes_AS_STRING(buf) + p, K_INT64)
         else:
@@ -261,14 +262,9 @@ cdef class _Bool(Dec):
 
     cdef object dec(self, object r, object ctx):
         buf = r.buf
-        if type(buf) is not bytes:
+        cdef Py_ssize_t p = _claim(r, buf, 1, self.message)
+        if p < 0:
             return self.pure(r, ctx)
-        cdef Py_ssize_t p = r.pos
-        if p >= <Py_ssize_t>r.end:
-            raise Truncated(self.message, p)
-        if not _in_buf(<bytes>buf, p, 1):
-            return self.pure(r, ctx)
-        r.pos = p + 1
         return new_field(self.name, (<const unsigned char*>PyBytes_AS_STRING(buf))[p] != 0, p, 1, None, None, None,
                          None)
 
@@ -291,14 +287,9 @@ cdef class _Uuid(Dec):
         cdef unsigned char b
         cdef const unsigned char* d
         buf = r.buf
-        if type(buf) is not bytes:
+        cdef Py_ssize_t p = _claim(r, buf, 16, self.message)
+        if p < 0:
             return self.pure(r, ctx)
-        cdef Py_ssize_t p = r.pos
-        if p + 16 > <Py_ssize_t>r.end:
-            raise Truncated(self.message, p)
-        if not _in_buf(<bytes>buf, p, 16):
-            return self.pure(r, ctx)
-        r.pos = p + 16
         d = <const unsigned char*>PyBytes_AS_STRING(buf) + p
         for i in range(16):
             if i == 4 or i == 6 or i == 8 or i == 10:
@@ -342,21 +333,30 @@ def uvarint_field(name, typ, flags):
 
 # -- strings and bytes ----------------------------------------------------------------------
 
-cdef class _String(Dec):
+cdef class _Blob(Dec):
+    """A string (text: UTF-8 with an int16 or compact length, recorded in ctx.topics or
+    ctx.groups as flagged) or a bytes field (an int32 or compact length, hint BYTES)."""
     cdef object name, pure
-    cdef bint flexible, topic, group
+    cdef bint flexible, text, topic, group
 
     cdef object dec(self, object r, object ctx):
         buf = r.buf
         if type(buf) is not bytes:
             return self.pure(r, ctx)
         start = r.pos
-        n = _length(r, self.flexible, False)
+        n = _length(r, self.flexible, not self.text)
         if n == -1:
             return new_field(self.name, None, start, r.pos - start, None, None, None, None)
         cdef Py_ssize_t p = _take(r, n, self.name)
         cdef Py_ssize_t size = n
-        if _in_buf(<bytes>buf, p, size):
+        cdef bint inside = _in_buf(<bytes>buf, p, size)
+        if not self.text:
+            if inside:
+                v = PyBytes_FromStringAndSize(PyBytes_AS_STRING(buf) + p, size)
+            else:
+                v = bytes(buf[p:p + size])
+            return new_field(self.name, v, start, r.pos - start, None, BYTES, None, None)
+        if inside:
             v = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(buf) + p, size, "replace")
         else:
             v = bytes(buf[p:p + size]).decode("utf-8", "replace")
@@ -368,35 +368,14 @@ cdef class _String(Dec):
 
 
 def string(name, flexible, flags):
-    cdef _String d = _String.__new__(_String)
+    cdef _Blob d = _Blob.__new__(_Blob)
     d.name, d.pure = name, _ops()["string"](name, flexible, flags)
-    d.flexible, d.topic, d.group = flexible, "T" in flags, "G" in flags
+    d.flexible, d.text, d.topic, d.group = flexible, True, "T" in flags, "G" in flags
     return d
 
 
-cdef class _Bytes(Dec):
-    cdef object name, pure
-    cdef bint flexible
-
-    cdef object dec(self, object r, object ctx):
-        buf = r.buf
-        if type(buf) is not bytes:
-            return self.pure(r, ctx)
-        start = r.pos
-        n = _length(r, self.flexible, True)
-        if n == -1:
-            return new_field(self.name, None, start, r.pos - start, None, None, None, None)
-        cdef Py_ssize_t p = _take(r, n, self.name)
-        cdef Py_ssize_t size = n
-        if _in_buf(<bytes>buf, p, size):
-            v = PyBytes_FromStringAndSize(PyBytes_AS_STRING(buf) + p, size)
-        else:
-            v = bytes(buf[p:p + size])
-        return new_field(self.name, v, start, r.pos - start, None, BYTES, None, None)
-
-
 def raw_bytes(name, flexible):
-    cdef _Bytes d = _Bytes.__new__(_Bytes)
+    cdef _Blob d = _Blob.__new__(_Blob)
     d.name, d.pure, d.flexible = name, _ops()["raw_bytes"](name, flexible), flexible
     return d
 
@@ -495,17 +474,11 @@ cdef class _Nullable(Dec):
 
     cdef object dec(self, object r, object ctx):
         buf = r.buf
-        if type(buf) is not bytes:
-            return self.pure(r, ctx)
-        cdef Py_ssize_t p = r.pos
-        if p >= <Py_ssize_t>r.end:
-            raise Truncated(self.message, p)
-        if not _in_buf(<bytes>buf, p, 1):
+        cdef Py_ssize_t p = _claim(r, buf, 1, self.message)
+        if p < 0:
             return self.pure(r, ctx)
         if (<const unsigned char*>PyBytes_AS_STRING(buf))[p] >= 0x80:
-            r.pos = p + 1
             return new_field(self.name, None, p, 1, None, STRUCT, None, None)
-        r.pos = p + 1
         f = _run(self.inner, r, ctx)
         f.offset, f.length = p, r.pos - p
         return f

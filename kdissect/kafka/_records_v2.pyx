@@ -75,6 +75,26 @@ cdef inline bint _varint(const unsigned char* data, Py_ssize_t* pos, Py_ssize_t 
     return False
 
 
+cdef object _UNREAD = object()  # what _blob gives for a blob that does not decode
+
+
+cdef inline object _blob(const unsigned char* data, Py_ssize_t* pos, Py_ssize_t end,
+                         Py_ssize_t* at, int64_t* n):
+    """The blob at pos[0], before end: a zig-zag varint length, -1 for null, then its bytes.
+    Gives them (None when null), with at[0] their start and n[0] their length (0 when null);
+    pos[0] moves past them. _UNREAD when the length does not decode, is below -1 or runs past
+    end: the pure path reads it."""
+    if not _varint(data, pos, end, n) or n[0] < -1 or n[0] > end - pos[0]:
+        return _UNREAD
+    at[0] = pos[0]
+    if n[0] == -1:
+        n[0] = 0
+        return None
+    value = PyBytes_FromStringAndSize(<char*>data + pos[0], n[0])
+    pos[0] += n[0]
+    return value
+
+
 cdef inline object _add(object base, bint small, int64_t cbase, int64_t delta):
     """base + delta, in C when base fits an int64 and the sum does not overflow."""
     if small and (delta >= 0 and cbase <= INT64_MAX - delta or delta < 0 and cbase >= INT64_MIN - delta):
@@ -96,15 +116,9 @@ cdef object _headers(const unsigned char* data, Py_ssize_t p, Py_ssize_t end, bi
             return None
         kat = p
         p += kn
-        if not _varint(data, &p, end, &vn) or vn < -1 or vn > end - p:
+        value = _blob(data, &p, end, &vat, &vn)
+        if value is _UNREAD:
             return None
-        vat = p
-        if vn == -1:
-            value = None
-            vn = 0
-        else:
-            value = PyBytes_FromStringAndSize(<char*>data + p, vn)
-            p += vn
         key = PyUnicode_DecodeUTF8(<char*>data + kat, kn, "replace")
         items.append(new_row("header", HEADER_COLUMNS, (key, value), (kat, kn, vat, vn) if real else None,
                              hstart if real else -1, p - hstart, None))
@@ -165,24 +179,12 @@ cdef object _record(const unsigned char* data, Py_ssize_t start, Py_ssize_t limi
     if not _varint(data, &p, end, &off_delta):
         return None
     p3 = p
-    if not _varint(data, &p, end, &kn) or kn < -1 or kn > end - p:
+    key = _blob(data, &p, end, &kat, &kn)
+    if key is _UNREAD:
         return None
-    kat = p
-    if kn == -1:
-        key = None
-        kn = 0
-    else:
-        key = PyBytes_FromStringAndSize(<char*>data + p, kn)
-        p += kn
-    if not _varint(data, &p, end, &vn) or vn < -1 or vn > end - p:
+    value = _blob(data, &p, end, &vat, &vn)
+    if value is _UNREAD:
         return None
-    vat = p
-    if vn == -1:
-        value = None
-        vn = 0
-    else:
-        value = PyBytes_FromStringAndSize(<char*>data + p, vn)
-        p += vn
     hat = p
     headers = _headers(data, p, end, real, &p)
     if headers is None or p != end:
