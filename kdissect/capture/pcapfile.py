@@ -40,26 +40,13 @@ BYTE_ORDER_MAGICS = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}
 Interface = tuple[int, float, int]  # a pcapng interface: link type, seconds per tick, offset (s)
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True)
 class RawFrame:
     number: int  # 1-based, like Wireshark's frame numbers
     ts: float  # seconds since the epoch
     linktype: int
     data: bytes
     wirelen: int  # the packet's length on the wire (> len(data) when cut by the snaplen)
-
-    def __init__(self, number: int, ts: float, linktype: int, data: bytes, wirelen: int) -> None:
-        # One frame per packet: the slots' own setters take half the time of the
-        # object.__setattr__ calls of a frozen dataclass's generated __init__.
-        _set_number(self, number)
-        _set_ts(self, ts)
-        _set_linktype(self, linktype)
-        _set_data(self, data)
-        _set_wirelen(self, wirelen)
-
-
-_set_number, _set_ts, _set_linktype, _set_data, _set_wirelen = (
-    vars(RawFrame)[name].__set__ for name in ("number", "ts", "linktype", "data", "wirelen"))
 
 
 class _Source(io.RawIOBase):
