@@ -17,7 +17,15 @@ from typing import IO, Any
 import click
 
 from kdissect import __version__
-from kdissect.cliutil import CAPTURE_PATH, build, decode_options, iter_capture, text_renderer
+from kdissect.cliutil import (
+    CAPTURE_PATH,
+    build,
+    decode_options,
+    iter_capture,
+    preference,
+    preference_option,
+    text_renderer,
+)
 from kdissect.errors import KdissectError, UsageError
 
 # Commands defined in their own modules, imported only when run (or listed by --help): `read`
@@ -77,6 +85,7 @@ def cli() -> None:
 @click.option("-x", "--hex", "hexdump", is_flag=True, help="Show a hex dump of each message's bytes.")
 @click.option("--no-color", is_flag=True, help="Plain text even on a terminal (NO_COLOR is honoured too).")
 @decode_options
+@preference_option
 def read(capture: str, count: int | None, verbose: bool, hexdump: bool, no_color: bool,
          decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int, show_secrets: bool) -> None:
     """Print one line per message of CAPTURE, like Wireshark's packet list."""
@@ -88,10 +97,19 @@ def read(capture: str, count: int | None, verbose: bool, hexdump: bool, no_color
             break
 
 
+def _outputs(ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """export's -o: the output file, and tshark preferences (`-o tls.keylog_file:FILE`)."""
+    files = tuple(v for v in values if not preference(ctx, v))
+    if len(files) > 1:
+        raise click.BadParameter("one output file at most", param_hint="-o")
+    return files
+
+
 @cli.command()
 @click.argument("capture", type=CAPTURE_PATH)
-@click.option("-o", "--output", type=click.Path(allow_dash=False),
-              help="Write to this file instead of standard output.")
+@click.option("-o", "--output", "outputs", multiple=True, metavar="FILE", callback=_outputs,
+              help="Write to this file instead of standard output. As in tshark, -o tls.keylog_file:FILE "
+                   "sets a preference instead.")
 @click.option("-F", "--format", "fmt", type=click.Choice(["json", "jsonl", "fields"]), default="json",
               show_default=True,
               help="A JSON array, JSON Lines (one object per line), or tab-separated field values (-e).")
@@ -102,12 +120,13 @@ def read(capture: str, count: int | None, verbose: bool, hexdump: bool, no_color
                    "occurrence=f|l|a.")
 @click.option("-c", "--count", type=click.IntRange(1), help="Stop after this many messages.")
 @decode_options
-def export(capture: str, output: str | None, fmt: str, field_keys: tuple[str, ...],
+def export(capture: str, outputs: tuple[str, ...], fmt: str, field_keys: tuple[str, ...],
            field_options: tuple[str, ...], count: int | None, decode_as: tuple[str, ...],
            max_bytes: int, max_decompressed: int, show_secrets: bool) -> None:
     """Export the decoded messages of CAPTURE as JSON (schema: docs/json.md) or field values."""
     from kdissect.render.jsonout import dumps_bytes, message_dict
 
+    output = outputs[0] if outputs else None
     registry, opts = build(decode_as, max_bytes, max_decompressed, show_secrets)
     if (field_keys or field_options) and fmt != "fields":
         raise UsageError("-e and -E go with --format fields")

@@ -18,6 +18,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 FILTER_META = "kdissect.display_filter"  # click context meta: the compiled -Y filter
 FILTER_TEXT_META = "kdissect.display_filter_text"  # ... and its text (for code that ships it elsewhere)
+KEYLOG_META = "kdissect.tls_keylog"  # click context meta: the key log given on the command line
+# Wireshark preferences that `-o NAME:VALUE` sets, as tshark's -o does -> the meta key they fill.
+PREFERENCES = {"tls.keylog_file": KEYLOG_META, "ssl.keylog_file": KEYLOG_META}
 # A capture argument: any path, "-" for standard input; CaptureFile says, in one line, why one
 # cannot be read (missing, a directory, not a capture).
 CAPTURE_PATH = click.Path(allow_dash=True, readable=False)
@@ -46,6 +49,53 @@ def current_filter_text() -> str | None:
     return None if ctx is None else ctx.meta.get(FILTER_TEXT_META)
 
 
+def _store_keylog(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value:
+        ctx.meta[KEYLOG_META] = _readable(value, "--tls-keylog")
+
+
+def _readable(path: str, what: str) -> str:
+    if not os.path.isfile(path) or not os.access(path, os.R_OK):
+        raise click.BadParameter(f"{path}: not a readable file", param_hint=what)
+    return path
+
+
+def preference(ctx: click.Context, text: str) -> bool:
+    """A tshark-style preference `NAME:VALUE` (`tls.keylog_file:keys.log`): stored for the command
+    if NAME is one kdissect knows; False if text does not name a preference at all."""
+    name, sep, value = text.partition(":")
+    if not sep or "." not in name or "/" in name or os.sep in name:
+        return False
+    meta = PREFERENCES.get(name)
+    if meta is None:
+        raise click.BadParameter(f"unknown preference {name!r} (known: {', '.join(sorted(PREFERENCES))})",
+                                 param_hint="-o")
+    ctx.meta.setdefault(meta, _readable(value, f"-o {name}"))
+    return True
+
+
+def _store_preferences(ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> None:
+    for text in values:
+        if not preference(ctx, text):
+            raise click.BadParameter(f"{text!r} is not NAME:VALUE (e.g. tls.keylog_file:keys.log)",
+                                     param_hint="-o")
+
+
+def preference_option(f: F) -> F:
+    """tshark's `-o NAME:VALUE`, for the commands whose -o is not an output file."""
+    return click.option("-o", "preferences", multiple=True, metavar="NAME:VALUE", expose_value=False,
+                        callback=_store_preferences,
+                        help="A Wireshark preference, as tshark's -o: tls.keylog_file:FILE.")(f)
+
+
+def current_keylog() -> str | None:
+    """The key log of the running command: --tls-keylog, else -o tls.keylog_file, else the
+    SSLKEYLOGFILE variable (which may name a file a client has not written yet)."""
+    ctx = click.get_current_context(silent=True)
+    given = None if ctx is None else ctx.meta.get(KEYLOG_META)
+    return given or os.environ.get("SSLKEYLOGFILE") or None
+
+
 def decode_options(f: F) -> F:
     """Options shared by every command that decodes traffic."""
     decorators = [
@@ -61,6 +111,9 @@ def decode_options(f: F) -> F:
                           "them (and masking their bytes in hex dumps)."),
         click.option("-Y", "--display-filter", metavar="EXPR", expose_value=False, callback=_store_filter,
                      help="Only messages matching this display filter (Wireshark syntax; docs/filters.md)."),
+        click.option("--tls-keylog", metavar="FILE", expose_value=False, callback=_store_keylog,
+                     help="Decrypt TLS with this NSS key log (as written through SSLKEYLOGFILE; that "
+                          "variable is the default)."),
     ]
     for dec in reversed(decorators):
         f = dec(f)
@@ -73,7 +126,7 @@ def build(decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int,
     lines is shown, so bulk records are counted rather than decoded (unless -Y needs them)."""
     registry = DissectorRegistry(decode_as=parse_decode_as(decode_as))
     opts = Options(max_bytes=max_bytes, max_decompressed=max_decompressed, show_secrets=show_secrets,
-                   record_detail=not summary_only or current_filter() is not None)
+                   record_detail=not summary_only or current_filter() is not None, tls_keylog=current_keylog())
     return registry, opts
 
 

@@ -277,7 +277,7 @@ class Message:
     __slots__ = (
         "number", "frame", "frames", "ts", "ts_end", "stream", "src", "dst", "to_server",
         "protocol", "kind", "summary", "fields", "diagnostics", "info", "match", "peer",
-        "expects_response", "data", "capture", "inflated", "__weakref__",
+        "expects_response", "data", "capture", "inflated", "tls", "__weakref__",
     )
 
     def __init__(self, pdu: Pdu, stream: int, src: str, dst: str, protocol: str) -> None:
@@ -307,6 +307,8 @@ class Message:
         # Decompressed bytes the decoded tree keeps (record values, payloads), set by a
         # dissector: what the pipeline counts against its budget for held messages.
         self.inflated = 0
+        # Set by the pipeline on a message decrypted from TLS: its connection's TlsInfo.
+        self.tls: Any = None
 
     def __repr__(self) -> str:
         return f"Message(#{self.frame} {self.protocol} {self.kind} {self.summary!r})"

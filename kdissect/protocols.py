@@ -29,8 +29,10 @@ def dissectors() -> list[Dissector]:
 
 def catalogues() -> list[Catalogue]:
     """Every diagnostic catalogue: each protocol's (its dissector's `diagnostics`), then the
-    transport layer's (TCP reassembly, framing, the pipeline)."""
-    return [*(d.diagnostics for d in dissectors()), TRANSPORT]
+    transport layer's (TCP reassembly, framing, the pipeline) and the TLS layer's."""
+    from kdissect.tls.diagnostics import TLS
+
+    return [*(d.diagnostics for d in dissectors()), TRANSPORT, TLS]
 
 
 def names() -> list[str]:

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support import CAPTURES, SHARED_CAPTURES, sidecar_decode_as  # noqa: E402
+from support import CAPTURES, SHARED_CAPTURES, capture_args  # noqa: E402
 
 from kdissect import accel  # noqa: E402
 from kdissect.cli import cli  # noqa: E402
@@ -31,8 +31,7 @@ def main() -> None:
     runner = CliRunner()
     out: dict[str, object] = {}
     for path in captures():
-        ports = [a for port, name in sidecar_decode_as(path, path.parent.name).items()
-                 for a in ("--decode-as", f"{port}={name}")]
+        ports = capture_args(path)
         digests = {}
         for name, args in COMMANDS.items():
             r = runner.invoke(cli, [args[0], str(path), *args[1:], *ports])

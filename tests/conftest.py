@@ -11,6 +11,8 @@ import pytest
 from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# A key log named by the environment would decrypt TLS in every command: the tests name theirs.
+os.environ.pop("SSLKEYLOGFILE", None)
 
 # CI=true: every property test draws the same examples on every run and machine (and keeps no
 # example database); elsewhere they are random, so each local run explores new inputs.

@@ -30,8 +30,25 @@ def shared_captures(proto: str) -> list[Path]:
 
 
 def sidecar_decode_as(path: Path, proto: str) -> dict[int, str]:
-    """--decode-as ports from a capture's .json sidecar (the mock cluster's random ports)."""
+    """--decode-as ports from a capture's .json sidecar (the mock cluster's random ports), as
+    the sidecar's protocol (default: proto, the capture's folder)."""
     side = path.with_name(path.name.split(".pcap")[0] + ".json")
     if not side.exists():
         return {}
-    return {int(p): proto for p in json.loads(side.read_text()).get("ports") or []}
+    meta = json.loads(side.read_text())
+    return {int(p): meta.get("protocol") or proto for p in meta.get("ports") or []}
+
+
+def sidecar_keylog(path: Path) -> str | None:
+    """The TLS key log recorded with a capture (NAME.keys beside NAME.pcap), if any."""
+    keys = path.with_name(path.name.split(".pcap")[0] + ".keys")
+    return str(keys) if keys.exists() else None
+
+
+def capture_args(path: Path) -> list[str]:
+    """The decoding options of a capture from its sidecars: --decode-as and --tls-keylog."""
+    out: list[str] = []
+    for port, name in sidecar_decode_as(path, path.parent.name).items():
+        out += ["--decode-as", f"{port}={name}"]
+    keylog = sidecar_keylog(path)
+    return out + (["--tls-keylog", keylog] if keylog else [])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from support import CAPTURES, ROOT, sidecar_decode_as
+from support import CAPTURES, ROOT, capture_args
 
 from kdissect.cli import cli
 
@@ -16,14 +16,6 @@ GOLDEN = ROOT / "tests" / "golden"
 
 def _captures() -> list[Path]:
     return sorted(p for p in CAPTURES.rglob("*") if ".pcap" in p.name and p.is_file())
-
-
-def _args(path: Path) -> list[str]:
-    proto = path.parent.name
-    out: list[str] = []
-    for port, name in sidecar_decode_as(path, proto).items():
-        out += ["--decode-as", f"{port}={name}"]
-    return out
 
 
 def _check(name: str, text: str, update: bool) -> None:
@@ -37,14 +29,14 @@ def _check(name: str, text: str, update: bool) -> None:
 
 @pytest.mark.parametrize("path", _captures(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_read_golden(path: Path, update_golden: bool) -> None:
-    r = CliRunner().invoke(cli, ["read", str(path), "--no-color", "-V", *_args(path)])
+    r = CliRunner().invoke(cli, ["read", str(path), "--no-color", "-V", *capture_args(path)])
     assert r.exit_code == 0, r.output
     _check(f"{path.parent.name}/{path.name}.read.txt", r.stdout, update_golden)
 
 
 @pytest.mark.parametrize("path", _captures(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_export_golden(path: Path, update_golden: bool) -> None:
-    r = CliRunner().invoke(cli, ["export", str(path), "--format", "jsonl", *_args(path)])
+    r = CliRunner().invoke(cli, ["export", str(path), "--format", "jsonl", *capture_args(path)])
     assert r.exit_code == 0, r.output
     text = r.stdout.replace(str(path), path.name)
     _check(f"{path.parent.name}/{path.name}.export.jsonl", text, update_golden)

@@ -35,6 +35,7 @@ import resource
 import signal
 import struct
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -56,7 +57,10 @@ from kdissect.protocols import DissectorRegistry  # noqa: E402
 CAPTURES = ROOT / "captures"
 PROTOCOLS = ("kafka", "zookeeper", "pulsar", "rocketmq")
 CAPTURE_TARGETS = ("pcap", "pcapng", "gzip")
-TARGETS = CAPTURE_TARGETS + PROTOCOLS
+TARGETS = CAPTURE_TARGETS + PROTOCOLS + ("tls",)
+# The tls target decrypts with the key logs of captures/tls, all in one file.
+TLS_KEYLOG = Path(tempfile.gettempdir()) / "kdissect-fuzz-tls.keys"
+MAX_TLS_FRAMES = 40  # a TLS seed is a whole connection (its handshake and records), at most this long
 WINDOW = 6  # frames per seed
 MAX_FRAME = 2048  # seeds keep to frames no larger than this
 WINDOWS_PER_CONVERSATION = 3
@@ -328,22 +332,46 @@ def mutate_frames(rng: random.Random, frames: list[RawFrame], donors: list[bytes
 # -- running one input ------------------------------------------------------------------
 
 
-def run_frames(frames: list[RawFrame], registry: DissectorRegistry) -> int:
-    pipe = Pipeline(registry, OPTS)
+def load_tls_seeds() -> list[Seed]:
+    """The TLS connections of captures/tls, whole (the keys come from their handshakes); their
+    key logs are gathered in TLS_KEYLOG."""
+    seeds: list[Seed] = []
+    keys = []
+    for pcap in sorted((CAPTURES / "tls").glob("*.pcap")):
+        meta = json.loads(pcap.with_suffix(".json").read_text())
+        keys.append(pcap.with_suffix(".keys").read_text())
+        decode_as = [f"{p}={meta['protocol']}" for p in meta["ports"]]
+        registry = DissectorRegistry(decode_as={p: meta["protocol"] for p in meta["ports"]})
+        with CaptureFile(str(pcap)) as cap:
+            convs: dict[int, list[RawFrame]] = {}
+            for f in cap:
+                seg = decode(f)
+                if seg is not None and meta["tls_port"] in (seg.sport, seg.dport):
+                    convs.setdefault(seg.sport + seg.dport, []).append(f)
+        for conv in convs.values():
+            window = conv[:MAX_TLS_FRAMES]
+            renumbered = [RawFrame(i + 1, f.ts, f.linktype, f.data, f.wirelen) for i, f in enumerate(window)]
+            seeds.append(Seed("tls", pcap.name, registry, decode_as, renumbered))
+    TLS_KEYLOG.write_text("".join(keys))
+    return seeds
+
+
+def run_frames(frames: list[RawFrame], registry: DissectorRegistry, opts: Options = OPTS) -> int:
+    pipe = Pipeline(registry, opts)
     n = 0
     for f in frames:
         n += len(pipe.feed(f))
     return n + len(pipe.finish())
 
 
-def run_capture(data: bytes, registry: DissectorRegistry, name: str = "fuzz.pcap") -> int:
+def run_capture(data: bytes, registry: DissectorRegistry, name: str = "fuzz.pcap", keylog: str | None = None) -> int:
     """CaptureFile and Pipeline over file bytes; UsageError (not a capture) is the documented
     refusal."""
     try:
         cap = CaptureFile(name, io.BytesIO(data))
     except UsageError:
         return -1
-    pipe = Pipeline(registry, OPTS)
+    pipe = Pipeline(registry, OPTS if keylog is None else Options(max_decompressed=1 << 20, tls_keylog=keylog))
     n = 0
     with cap:
         for f in cap:
@@ -363,6 +391,19 @@ class Target:
 
 
 def build_target(name: str, seeds: list[Seed]) -> Target:
+    if name == "tls":
+        tls_seeds = load_tls_seeds()
+        tls_donors = [f.data[_tcp_offset(f.data) + 20 :] for s in tls_seeds for f in s.frames]
+        tls_opts = Options(max_decompressed=1 << 20, tls_keylog=str(TLS_KEYLOG))
+
+        def make_tls(rng: random.Random) -> tuple[Any, DissectorRegistry, list[str]]:
+            s = rng.choice(tls_seeds)
+            return mutate_frames(rng, s.frames, tls_donors), s.registry, s.decode_as
+
+        def run_tls(frames: list[RawFrame], registry: DissectorRegistry) -> int:
+            return run_frames(frames, registry, tls_opts)
+
+        return Target(name, make_tls, run_tls, lambda frames: (write_pcap(frames), "pcap"))
     if name in PROTOCOLS:
         mine = [s for s in seeds if s.protocol == name]
         donors = [f.data[_tcp_offset(f.data) + 20 :] for s in mine for f in s.frames]
@@ -479,6 +520,8 @@ def _record(target: Target, stats: Stats, finding: tuple[str, str], inp: Any, de
     path = out / f"{target.name}-{kind}-{hashlib.sha1(data).hexdigest()[:12]}.{ext}"
     path.write_bytes(data)
     replay = " ".join(f"--decode-as {d}" for d in decode_as)
+    if target.name == "tls":
+        replay += f" --tls-keylog {TLS_KEYLOG}"
     print(f"FINDING {target.name} input {i}: {key} {detail}\n  saved {path}\n  replay: "
           f"python3 tools/fuzz.py --replay {path} {replay}".rstrip(), flush=True)
 
@@ -511,13 +554,13 @@ def _parallel(target: Target, args: argparse.Namespace) -> Stats:
     return total
 
 
-def replay(path: Path, decode_as: list[str]) -> int:
+def replay(path: Path, decode_as: list[str], keylog: str | None = None) -> int:
     """Run a saved input with the traceback shown."""
     from kdissect.protocols import parse_decode_as
 
     registry = DissectorRegistry(decode_as=parse_decode_as(decode_as))
     t0 = time.perf_counter()
-    n = run_capture(path.read_bytes(), registry, path.name)
+    n = run_capture(path.read_bytes(), registry, path.name, keylog)
     print(f"{path}: {n} messages in {time.perf_counter() - t0:.3f} s, no exception")
     return 0
 
@@ -537,11 +580,12 @@ def main(argv: list[str] | None = None) -> int:
                    "the seed; the inputs of --jobs 1 are those of job 0)")
     p.add_argument("--replay", type=Path, metavar="FILE", help="run one saved input (a capture) and exit")
     p.add_argument("--decode-as", action="append", default=[], metavar="PORT=PROTO", help="with --replay")
+    p.add_argument("--tls-keylog", metavar="FILE", help=f"with --replay of a tls finding: {TLS_KEYLOG}")
     p.add_argument("--list-seeds", action="store_true", help="print the seed inputs and exit")
     args = p.parse_args(argv)
     sys.setrecursionlimit(10_000)
     if args.replay:
-        return replay(args.replay, args.decode_as)
+        return replay(args.replay, args.decode_as, args.tls_keylog)
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     limit = 4 << 30
     asan = "libasan" in os.environ.get("LD_PRELOAD", "")  # its shadow memory needs the address space

@@ -110,10 +110,12 @@ class Mock:
 class Tcpdump:
     """tcpdump on lo for the given ports, stopped with SIGINT by its pid."""
 
-    def __init__(self, path: str, ports: list[int]) -> None:
+    def __init__(self, path: str, ports: list[int], bulk: bool = False) -> None:
         self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed in stop())
         bpf = " or ".join(f"tcp port {p}" for p in ports)
-        argv = ["tcpdump", "-i", "lo", "--immediate-mode", "-U", "-s", "0", "-n", "-w", path, bpf]
+        # bulk: a 256 MiB kernel buffer drained in large reads, so that long runs lose nothing
+        mode = ["-B", "262144"] if bulk else ["--immediate-mode", "-U", "-B", "16384"]
+        argv = ["tcpdump", "-i", "lo", *mode, "-s", "0", "-n", "-Z", "root", "-w", path, bpf]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=self.log)
         for _ in range(200):
             time.sleep(0.05)
@@ -125,7 +127,7 @@ class Tcpdump:
     def stop(self) -> str:
         time.sleep(1.0)
         self.proc.send_signal(signal.SIGINT)
-        self.proc.wait(10)
+        self.proc.wait(20)
         self.log.seek(0)
         stats = " ".join(line.strip() for line in self.log if "packets" in line)
         self.log.close()

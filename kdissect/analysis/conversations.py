@@ -22,7 +22,8 @@ from kdissect.stream.flow import Conversation
 
 
 def describe(conv: Conversation[Decoding]) -> dict[str, Any]:
-    """One conversation's row: endpoints, protocol (None if not decoded), packets, bytes, messages."""
+    """One conversation's row: endpoints, protocol (None if not decoded), packets, bytes, messages,
+    and for a TLS conversation its version, cipher suite, SNI and why it was not decrypted, if not."""
     client = conv.client if conv.client is not None else 0
     return {
         "stream": conv.index,
@@ -33,6 +34,7 @@ def describe(conv: Conversation[Decoding]) -> dict[str, Any]:
         "bytes_to_server": conv.bytes[client],
         "bytes_to_client": conv.bytes[1 - client],
         "messages": conv.app.messages if conv.app is not None else 0,
+        "tls": conv.tls.describe() if conv.tls is not None else None,
     }
 
 

@@ -23,17 +23,34 @@ ENCRYPTED = {"TLS", "SSH"}  # of the kinds pipeline/detect.py's signatures name
 PORT_HINTS: dict[int, str] = {
     2888: "ZooKeeper quorum (ZAB) traffic on 2888/3888 is not decoded",
     3888: "ZooKeeper quorum (ZAB) traffic on 2888/3888 is not decoded",
-    9093: "9093 is often Kafka over TLS (not decodable) or a KRaft controller listener "
-          "(plaintext Kafka: --decode-as 9093=kafka)",
+    9093: "9093 is often Kafka over TLS (decrypted with --tls-keylog FILE) or a KRaft controller "
+          "listener (plaintext Kafka: --decode-as 9093=kafka)",
 }
 BUSIEST = 3  # server ports named in the summary
 
 
+# TLS diagnostic key -> (the line's severity, why those conversations were not decrypted, or not
+# to the end); "{}" takes the text of the first such conversation's diagnostic.
+TLS_REASONS: dict[str, tuple[str, str]] = {
+    "tls.no_keylog": ("note", "not decrypted: no key log given (--tls-keylog FILE, -o tls.keylog_file:FILE "
+                              "or SSLKEYLOGFILE)"),
+    "tls.keylog_unreadable": ("warning", "not decrypted: the key log cannot be read ({})"),
+    "tls.no_secret": ("warning", "not decrypted: the key log holds no secret for them (first: {})"),
+    "tls.bad_key": ("warning", "stopped decrypting: records that do not authenticate with the key log's secrets (first: {})"),
+    "tls.unsupported": ("warning", "not decrypted: a version or cipher suite kdissect does not decrypt (first: {})"),
+    "tls.no_handshake": ("warning", "not decrypted: the capture starts after their handshake"),
+    "tls.malformed": ("warning", "stopped decrypting: bytes that break the TLS format (first: {})"),
+    "tls.gap": ("warning", "decrypted only up to encrypted bytes missing from the capture (first: {})"),
+}
+
+
 def notes(c: Counters, name: str) -> list[str]:
-    """Lines for standard error ("warning: ..." or "note: ..."): each unsupported link type, and,
-    when no message was decoded, what the capture held instead."""
+    """Lines for standard error ("warning: ..." or "note: ..."): each unsupported link type, the
+    TLS conversations that were not decrypted and why, and, when no message was decoded, what the
+    capture held instead."""
     out = [f"warning: {name}: link type {lt} is not supported; {plural(n, 'frame')} skipped"
            for lt, n in sorted(c.unsupported_links.items())]
+    out += tls_notes(c, name)
     if c.messages:
         return out
     unsupported = sum(c.unsupported_links.values())
@@ -57,6 +74,15 @@ def notes(c: Counters, name: str) -> list[str]:
     return out
 
 
+def tls_notes(c: Counters, name: str) -> list[str]:
+    """One line per reason some TLS conversations were not decrypted (to the end)."""
+    out = []
+    for key, (n, text) in sorted(c.tls_problems.items()):
+        severity, reason = TLS_REASONS[key]
+        out.append(f"{severity}: {name}: {plural(n, 'TLS conversation')} {reason.format(text)}")
+    return out
+
+
 def _ports(c: Counters) -> str:
     if not c.undecoded:
         return ""
@@ -70,7 +96,9 @@ def _ports(c: Counters) -> str:
         if i >= BUSIEST and (kind or port not in PORT_HINTS):
             plain = plain or not kind
             continue
-        if kind in ENCRYPTED:
+        if kind == "TLS":
+            hint = f"port {port} carries TLS: decrypt it with --tls-keylog FILE (an NSS key log)"
+        elif kind in ENCRYPTED:
             hint = f"port {port} carries {kind}, which is encrypted and cannot be decoded"
         elif kind:
             hint = f"port {port} carries {kind}, which kdissect does not decode"

@@ -140,7 +140,10 @@ def diagnostics_markdown(cats: list[Catalogue]) -> str:
         "`kdissect/<proto>/diagnostics.py`, the transport layer's in `kdissect/diagnostics.py`. The keys "
         "`<proto>.truncated`, `.badlength`, `.badvalue`, `.codecerror`, `.codecunavailable` and "
         "`.decodeerror` are the MALFORMED diagnostic of a message that breaks, named after the error "
-        "that broke it. `kdissect fields --diagnostics [PROTO]` lists the same (`-F json` as JSON).",
+        "that broke it. The TLS layer's (`kdissect/tls/diagnostics.py`) describe a conversation rather "
+        "than a message: `kdissect conversations` lists them with the connection's TLS facts, and the "
+        "commands sum them up on standard error. `kdissect fields --diagnostics [PROTO]` lists the same "
+        "(`-F json` as JSON).",
         "",
         "This file is generated from the catalogues; after changing one, regenerate it with",
         "",

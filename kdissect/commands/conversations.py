@@ -17,6 +17,7 @@ from kdissect.cliutil import (
     decode_options,
     iter_capture,
     make_console,
+    preference_option,
     text_renderer,
 )
 
@@ -33,6 +34,7 @@ def _size(n: int) -> str:
               help="Also list conversations that carried no payload (a lone FIN or ACK).")
 @click.option("--no-color", is_flag=True, help="Plain text even on a terminal.")
 @decode_options
+@preference_option
 def conversations(capture: str, fmt: str, show_all: bool, no_color: bool, decode_as: tuple[str, ...], max_bytes: int,
                   max_decompressed: int, show_secrets: bool) -> None:
     """List the TCP conversations of CAPTURE: protocol, endpoints, packets, bytes and messages.
@@ -51,17 +53,33 @@ def conversations(capture: str, fmt: str, show_all: bool, no_color: bool, decode
     _print_table(rows, no_color)
 
 
+def _tls_text(tls: dict[str, Any] | None) -> str:
+    """A TLS conversation's version, cipher suite and SNI, and why it was not decrypted."""
+    if tls is None:
+        return ""
+    text = " ".join(str(tls[k]) for k in ("version", "cipher") if tls[k]) or "TLS"
+    if tls["sni"]:
+        text += f" SNI {tls['sni']}"
+    problems = [d["key"] for d in tls["diagnostics"] if d["key"] != "tls.alert"]
+    if not tls["decrypted"]:
+        text += " (not decrypted" + (f": {problems[0]})" if problems else ")")
+    elif problems:
+        text += f" ({problems[0]})"
+    return text
+
+
 def _print_table(rows: list[dict[str, Any]], no_color: bool) -> None:
     t = Table(show_edge=False, pad_edge=False)
+    with_tls = any(r["tls"] for r in rows)
     for col in ("stream", "protocol", "client", "server", "packets", "→ server", "→ client", "messages",
-                "req", "resp", "errors", "duration s"):
-        t.add_column(col, justify="left" if col in ("protocol", "client", "server") else "right")
+                "req", "resp", "errors", "duration s", *(("tls",) if with_tls else ())):
+        t.add_column(col, justify="left" if col in ("protocol", "client", "server", "tls") else "right")
     for r in rows:
         dur = r["duration_s"]
         t.add_row(str(r["stream"]), r["protocol"] or "(not decoded)", r["client"], r["server"],
                   str(r["packets"]), _size(r["bytes_to_server"]), _size(r["bytes_to_client"]),
                   str(r["matched_messages"]), str(r["requests"]), str(r["responses"]), str(r["errors"]),
-                  "" if dur is None else f"{dur:.3f}")
+                  "" if dur is None else f"{dur:.3f}", *((_tls_text(r["tls"]),) if with_tls else ()))
     make_console(no_color).print(t)
 
 
@@ -73,6 +91,7 @@ def _print_table(rows: list[dict[str, Any]], no_color: bool) -> None:
 @click.option("-x", "--hex", "hexdump", is_flag=True, help="Show a hex dump of each message's bytes.")
 @click.option("--no-color", is_flag=True, help="Plain text even on a terminal.")
 @decode_options
+@preference_option
 def follow(capture: str, stream: int, verbose: bool, hexdump: bool, no_color: bool, decode_as: tuple[str, ...],
            max_bytes: int, max_decompressed: int, show_secrets: bool) -> None:
     """Print one conversation of CAPTURE decoded, requests and responses interleaved in order."""

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from kdissect.cliutil import build, current_filter, decode_options, text_renderer
+from kdissect.cliutil import build, current_filter, decode_options, preference_option, text_renderer
 from kdissect.model import Message
 
 
@@ -138,6 +138,7 @@ class _Session:
 @click.option("-B", "--buffer-size", type=click.IntRange(4, 4096), default=64, show_default=True,
               metavar="MIB", help="Kernel capture ring size in MiB (absorbs bursts while decoding).")
 @decode_options
+@preference_option
 def sniff(interface: str, bpf_filter: str, count: int | None, duration: float | None, write_path: str | None,
           fmt: str, verbose: bool, hexdump: bool, no_color: bool, buffer_size: int,
           decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int, show_secrets: bool) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from kdissect.cliutil import current_filter_text, decode_options, make_console
+from kdissect.cliutil import current_filter_text, current_keylog, decode_options, make_console
 from kdissect.errors import KdissectError, UsageError
 
 SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
@@ -65,7 +65,8 @@ def spark(inputs: tuple[str, ...], out: str, master: str, fmt: str, report: bool
     from kdissect.protocols import parse_decode_as
     from kdissect.spark.worker import Config
 
-    cfg = Config(parse_decode_as(decode_as), max_bytes, max_decompressed, show_secrets, current_filter_text())
+    cfg = Config(parse_decode_as(decode_as), max_bytes, max_decompressed, show_secrets, current_filter_text(),
+                 current_keylog())
     split = parse_size(split_size) if split_size else None
     log = log_path or os.path.join(tempfile.gettempdir(), f"kdissect-spark-{os.getpid()}.log")
     console = make_console(no_color)

@@ -14,7 +14,14 @@ from kdissect.analysis.report import to_json
 from kdissect.analysis.sketch import QuantileSketch
 from kdissect.analysis.stats import Stats
 from kdissect.capture.pcapfile import capture_name
-from kdissect.cliutil import CAPTURE_PATH, build, decode_options, iter_capture, make_console
+from kdissect.cliutil import (
+    CAPTURE_PATH,
+    build,
+    decode_options,
+    iter_capture,
+    make_console,
+    preference_option,
+)
 
 BAR_WIDTH = 40
 TEXT_COLUMNS = ("errors by name", "path", "client", "server")
@@ -28,6 +35,7 @@ TEXT_COLUMNS = ("errors by name", "path", "client", "server")
               help="Rows shown per table in text output (JSON has them all).")
 @click.option("--no-color", is_flag=True, help="Plain text even on a terminal.")
 @decode_options
+@preference_option
 def stats(capture: str, fmt: str, top: int, no_color: bool, decode_as: tuple[str, ...], max_bytes: int,
           max_decompressed: int, show_secrets: bool) -> None:
     """Statistics of CAPTURE: per operation and version, requests, responses, errors and response

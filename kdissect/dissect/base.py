@@ -29,6 +29,7 @@ class Options:
     # False: count records from batch headers without decoding each one (summary-only views:
     # `read` without -V, -x or -Y); summaries stay the same, the field tree is shallower.
     record_detail: bool = True
+    tls_keylog: str | None = None  # an NSS key log file: TLS conversations are decrypted with it
 
 
 DEFAULT_OPTIONS = Options()

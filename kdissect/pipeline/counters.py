@@ -26,6 +26,11 @@ class Counters:
     # (server port, what the bytes look like: "TLS", "HTTP", ... or "") -> conversations that
     # carried data no dissector took
     undecoded: dict[tuple[int, str], PortTally] = field(default_factory=dict)
+    tls_conversations: int = 0
+    tls_decrypted: int = 0  # TLS conversations of which some application data was decrypted
+    # diagnostic key -> TLS conversations not decrypted (or not to the end) for that reason, with the
+    # first such diagnostic's text
+    tls_problems: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     def unsupported_link(self, linktype: int) -> None:
         self.unsupported_links[linktype] = self.unsupported_links.get(linktype, 0) + 1
@@ -38,6 +43,17 @@ class Counters:
             tally = self.undecoded[key] = PortTally()
         tally.conversations += 1
         tally.segments += conv.packets
+
+
+    def tls_conversation(self, tls: Any) -> None:
+        """Count a TLS conversation (a tls.connection.TlsConnection) at its end."""
+        self.tls_conversations += 1
+        self.tls_decrypted += tls.info.decrypted
+        for d in tls.diagnostics:
+            if d.key == "tls.alert":
+                continue
+            n, text = self.tls_problems.get(d.key, (0, d.message))
+            self.tls_problems[d.key] = (n + 1, text)
 
 
 def server_port(conv: Conversation[Any]) -> int:

@@ -17,7 +17,9 @@ from kdissect.pipeline.decoding import Decoding
 from kdissect.pipeline.detect import DissectorRegistry, choose, first_bytes, undecidable
 from kdissect.pipeline.output import Output
 from kdissect.stream.flow import Conversation, Endpoint
-from kdissect.stream.reassembly import Event
+from kdissect.stream.reassembly import Data, Event
+from kdissect.tls.connection import TlsConnection, starts_tls
+from kdissect.tls.keylog import KeyLog
 
 FlowFilter = Callable[[Endpoint, Endpoint], bool]
 
@@ -49,6 +51,7 @@ class Decoder:
         self.observers = list(observers)
         self.skipped: set[int] = set()  # indices of open conversations flow_filter rejected
         self.given_up: dict[int, str] = {}  # open conversations detection gave up on -> first_bytes
+        self.keylog = KeyLog(opts.tls_keylog) if opts.tls_keylog else None
 
     # -- the Tracker's Upper interface ---------------------------------------------------
 
@@ -58,6 +61,18 @@ class Decoder:
             self.skipped.add(conv.index)
 
     def events(self, conv: Conversation[Decoding], side: int, events: list[Event]) -> None:
+        tls = conv.tls
+        if tls is None and conv.app is None and not any(conv.held_bytes) and _starts_tls(events):
+            if conv.index in self.skipped:
+                conv.make_passive()  # another worker decodes it
+                return
+            tls = conv.tls = TlsConnection(self.keylog)
+        if tls is not None:
+            events = tls.feed(side, events)
+            if conv.client is None and tls.client is not None:
+                conv.client = tls.client
+            if not events:
+                return
         if conv.app is not None:
             self._decode(conv.app, conv, side, events)
             return
@@ -65,8 +80,12 @@ class Decoder:
         self._detect(conv)
 
     def closed(self, conv: Conversation[Decoding]) -> None:
+        if conv.tls is not None:
+            self.counters.tls_conversation(conv.tls)
         if conv.app is None and not conv.passive and conv.had_data:
             kind = self.given_up.pop(conv.index, None)
+            if conv.tls is not None:
+                kind = "TLS"
             self.counters.undecoded_conversation(conv, first_bytes(conv) if kind is None else kind)
         if conv.index in self.skipped:
             self.skipped.discard(conv.index)
@@ -109,6 +128,8 @@ class Decoder:
     def _dissect(self, app: Decoding, conv: Conversation[Decoding], side: int, pdu: Pdu) -> None:
         msg = Message(pdu, conv.index, conv.names[side], conv.names[1 - side], app.dissector.name)
         msg.capture = self.capture
+        if conv.tls is not None:
+            msg.tls = conv.tls.info
         run_dissector(app.dissector, msg, app.state, self.opts)
         if msg.peer is not None:
             link(msg.peer, msg)
@@ -118,8 +139,18 @@ class Decoder:
     def _flush(self, app: Decoding, conv: Conversation[Decoding]) -> None:
         for side in (0, 1):
             events = conv.reasm[side].flush()
+            if events and conv.tls is not None:
+                events = conv.tls.feed(side, events)
             if events:
                 self._decode(app, conv, side, events)
         for side in (0, 1):
             for pdu in app.framers[side].flush():
                 self._dissect(app, conv, side, pdu)
+
+
+def _starts_tls(events: list[Event]) -> bool:
+    """Whether a conversation's first events begin with a TLS record."""
+    for ev in events:
+        if isinstance(ev, Data):
+            return starts_tls(ev.data)
+    return False

@@ -429,7 +429,7 @@ def message_dict(m, max_bytes=256):
     fields = _fields_dict(m.fields, mb)
     diagnostics = [d.to_json() for d in m.diagnostics]
     match = m.match.to_json() if m.match else None
-    return {
+    out = {
         "number": number,
         "frame": frame,
         "frames": frames,
@@ -446,6 +446,10 @@ def message_dict(m, max_bytes=256):
         "diagnostics": diagnostics,
         "match": match,
     }
+    tls = m.tls
+    if tls is not None:
+        out["tls"] = tls.to_json()
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -140,7 +140,7 @@ def fields_dict(fields: Iterable[Field], max_bytes: int) -> dict[str, Any]:
 
 
 def message_dict(m: Message, max_bytes: int = 256) -> dict[str, Any]:
-    return {
+    out = {
         "number": m.number,
         "frame": m.frame,
         "frames": m.frames,
@@ -157,6 +157,9 @@ def message_dict(m: Message, max_bytes: int = 256) -> dict[str, Any]:
         "diagnostics": [d.to_json() for d in m.diagnostics],
         "match": m.match.to_json() if m.match else None,
     }
+    if m.tls is not None:
+        out["tls"] = m.tls.to_json()
+    return out
 
 
 def _default(o: Any) -> Any:

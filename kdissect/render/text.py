@@ -40,10 +40,13 @@ def rtt_text(m: Message) -> str:
     return f" ({ms:.1f} ms)" if ms >= 0.1 else f" ({ms * 1000:.0f} µs)"
 
 
+LOCK = "🔒 "  # before the summary of a message decrypted from TLS
+
+
 def summary_plain(m: Message, t0: float, width_addr: int = 21) -> str:
     """The packet-list line as plain text (the same columns as summary_line)."""
     return (f"{m.frame:>6} {m.ts - t0:11.6f} {m.src:>{width_addr}} → {m.dst:<{width_addr}} "
-            f"{m.protocol.upper():<9} {m.summary}{rtt_text(m)}")
+            f"{m.protocol.upper():<9} {LOCK if m.tls is not None else ''}{m.summary}{rtt_text(m)}")
 
 
 def summary_line(m: Message, t0: float, width_addr: int = 21, proto_style: str = "bold") -> Text:
@@ -55,6 +58,8 @@ def summary_line(m: Message, t0: float, width_addr: int = 21, proto_style: str =
     t.append(f"{m.ts - t0:11.6f} ")
     t.append(f"{m.src:>{width_addr}} → {m.dst:<{width_addr}} ")
     t.append(f"{m.protocol.upper():<9} ", style=proto_style)
+    if m.tls is not None:
+        t.append(LOCK)
     worst = m.worst
     style = SEVERITY_STYLE[worst] if worst in (Severity.ERROR, Severity.WARNING) else ""
     t.append(m.summary + rtt_text(m), style=style)
@@ -178,6 +183,8 @@ class TextRenderer:
     def _details(self, m: Message) -> list[str]:
         frames = ", ".join(str(f) for f in m.frames[:20]) + (" …" if len(m.frames) > 20 else "")
         out = [f"    frames: {frames}  stream: {m.stream}  length: {len(m.data)}"]
+        if m.tls is not None:
+            out.append(f"    decrypted from {m.tls.text()}")
         if m.match is not None:
             rtt = "" if m.match.rtt is None else f" after {m.match.rtt * 1000:.3f} ms"
             out.append(f"    {m.match.kind} in frame {m.match.frame}{rtt}")

@@ -86,6 +86,7 @@ def message_row(m: Message, max_bytes: int = 256, d: dict[str, Any] | None = Non
         "fields": json_text(fields),
         "diagnostics": d["diagnostics"],
         "match": d["match"],
+        "tls": d.get("tls"),
         "date": utc_date(ts),
     }
     for proto in protocols.dissectors():

@@ -2,7 +2,7 @@
 
 Column names follow the JSON export (kdissect.render.jsonout.message_dict): `frame`, `frames`,
 `ts`, `stream`, `src`, `dst`, `protocol`, `kind`, `summary`, `length`, `info`, `fields`,
-`diagnostics`, `match`. Added for SQL: the capture, integer timestamps, the flat facts of
+`diagnostics`, `match`, `tls`. Added for SQL: the capture, integer timestamps, the flat facts of
 `info` as typed columns, one typed struct per protocol, and the `date` partition column.
 The `number` of the JSON export (the position in one process's output) has no meaning once
 work is spread over executors and is left out; order by (capture, frame) instead.
@@ -26,6 +26,7 @@ DIAGNOSTIC: SqlType = struct((
     ("offset", "int"),
 ))
 MATCH: SqlType = struct((("frame", "bigint"), ("kind", "string"), ("rtt_ms", "double")))
+TLS: SqlType = struct((("version", "string"), ("cipher", "string"), ("sni", "string")))
 
 
 def projection_type(p: Projection) -> SqlType:
@@ -63,6 +64,7 @@ MESSAGE_BASE: Columns = (
     ("fields", "string"),  # JSON text: one encode per message, and cheap to store
     ("diagnostics", array(DIAGNOSTIC)),
     ("match", MATCH),
+    ("tls", TLS),  # null unless decrypted from TLS
 )
 
 TRANSACTION_COLUMNS: Columns = (

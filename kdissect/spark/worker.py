@@ -41,10 +41,12 @@ class Config:
     max_decompressed: int = 64 * 1024 * 1024
     show_secrets: bool = False
     display_filter: str | None = None  # -Y text: compiled on each executor (it does not pickle)
+    tls_keylog: str | None = None  # a key log path, read by each executor where it runs
+
 
     def build(self) -> tuple[DissectorRegistry, Options]:
         opts = Options(max_bytes=self.max_bytes, max_decompressed=self.max_decompressed,
-                       show_secrets=self.show_secrets)
+                       show_secrets=self.show_secrets, tls_keylog=self.tls_keylog)
         return DissectorRegistry(decode_as=self.decode_as), opts
 
 

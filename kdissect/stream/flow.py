@@ -9,7 +9,7 @@ keeps it, so it knows nothing of them.
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from kdissect.capture.l2l4 import format_addr
 from kdissect.stream.reassembly import Data, Event, Reassembler
@@ -22,7 +22,7 @@ PROBE_BYTES = 4096  # what a probe sees of each side's first bytes (a whole firs
 
 class Conversation(Generic[T]):
     __slots__ = (
-        "index", "a", "b", "reasm", "client", "app", "held", "held_bytes", "ignored", "passive", "fin",
+        "index", "a", "b", "reasm", "client", "app", "tls", "held", "held_bytes", "ignored", "passive", "fin",
         "rst", "syn_seen", "names", "last_ts", "bytes", "packets",
     )
 
@@ -33,6 +33,7 @@ class Conversation(Generic[T]):
         self.reasm = (Reassembler(), Reassembler())
         self.client: int | None = None  # 0 or 1 once known
         self.app: T | None = None  # what the layers above attach once they know the protocol
+        self.tls: Any = None  # what a security layer above attaches (it turns the events into cleartext)
         self.held: list[list[Event]] = [[], []]  # events before a protocol is chosen
         self.held_bytes = [0, 0]
         self.ignored = False  # only its packets are counted (no protocol was found)

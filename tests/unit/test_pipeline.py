@@ -166,5 +166,5 @@ def test_counters_say_what_was_not_decoded() -> None:
     assert lines[1].startswith("note: x.pcap: 8 TCP segments in 3 conversations (and 1 frame that is not TCP), "
                                "none recognised; busiest server ports: 9093 TLS (1 conversation, 4 segments), "
                                "2888 (1 conversation, 1 segment); ")
-    assert "port 9093 carries TLS, which is encrypted and cannot be decoded" in lines[1]
+    assert "port 9093 carries TLS: decrypt it with --tls-keylog FILE (an NSS key log)" in lines[1]
     assert "ZooKeeper quorum (ZAB)" in lines[1]

@@ -33,7 +33,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import CAPTURES, sidecar_decode_as
+from support import CAPTURES, sidecar_decode_as, sidecar_keylog
 
 from kdissect import accel
 from kdissect.dissect.base import Options
@@ -135,7 +135,7 @@ def _captures() -> list[Path]:
 @cache
 def capture_messages(path: Path) -> list[Message]:
     registry = DissectorRegistry(decode_as=sidecar_decode_as(path, path.parent.name))
-    return list(dissect_file(str(path), registry, Options()))
+    return list(dissect_file(str(path), registry, Options(tls_keylog=sidecar_keylog(path))))
 
 
 def _materialize(fields: list[Field]) -> int:
@@ -182,7 +182,7 @@ def test_capture_messages_give_the_same_dicts(path: Path) -> None:
             assert_same("message_dict", m, mb)
     # Once something has walked the trees (-V, filters), Rows answer from their child Fields.
     fresh = list(dissect_file(str(path), DissectorRegistry(decode_as=sidecar_decode_as(path, path.parent.name)),
-                              Options()))
+                              Options(tls_keylog=sidecar_keylog(path))))
     for m in fresh:
         _materialize(m.fields)
         for mb in MAX_BYTES:

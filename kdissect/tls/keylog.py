@@ -1,0 +1,74 @@
+"""The NSS key log format (`SSLKEYLOGFILE`, Wireshark's `tls.keylog_file`): one secret a line,
+`LABEL <client random, 64 hex digits> <secret, hex>`, `#` comments. Only the labels of the key
+schedules kdissect runs are kept: `CLIENT_RANDOM` (the TLS 1.2 master secret) and TLS 1.3's
+handshake and first application traffic secrets.
+
+A key log may grow while it is read (`sniff` beside a client that appends to it): a lookup that
+misses reads what was appended since the last read, so the file is read once in all. Lines that
+are not secrets (other labels, bad hex, too long) are skipped. The secrets never leave this
+object except to the key schedule.
+"""
+
+from __future__ import annotations
+
+import binascii
+import os
+
+LABELS = frozenset({
+    b"CLIENT_RANDOM",
+    b"CLIENT_HANDSHAKE_TRAFFIC_SECRET", b"SERVER_HANDSHAKE_TRAFFIC_SECRET",
+    b"CLIENT_TRAFFIC_SECRET_0", b"SERVER_TRAFFIC_SECRET_0",
+})
+MAX_LINE = 1024  # a key log line is under 250 bytes; longer ones are not secrets
+MAX_SECRETS = 4_000_000  # about 600 MB of key log; beyond it new secrets are not kept
+READ_CHUNK = 1 << 20
+
+
+class KeyLog:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._secrets: dict[tuple[bytes, bytes], bytes] = {}
+        self._offset = 0  # bytes of the file read so far
+        self._rest = b""  # a last line not yet ended
+        self.error: str | None = None  # why the file could not be read, if it could not
+
+    def secret(self, label: bytes, client_random: bytes) -> bytes | None:
+        key = (label, client_random)
+        found = self._secrets.get(key)
+        if found is None:
+            self.refresh()
+            found = self._secrets.get(key)
+        return found
+
+    def __len__(self) -> int:
+        return len(self._secrets)
+
+    def refresh(self) -> None:
+        """Read what was appended to the file since the last read."""
+        try:
+            with open(self.path, "rb") as f:
+                if os.fstat(f.fileno()).st_size < self._offset:  # truncated and written anew
+                    self._offset, self._rest = 0, b""
+                f.seek(self._offset)
+                while chunk := f.read(READ_CHUNK):
+                    self._offset += len(chunk)
+                    lines = (self._rest + chunk).split(b"\n")
+                    self._rest = lines.pop()
+                    if len(self._rest) > MAX_LINE:
+                        self._rest = b""
+                    for line in lines:
+                        self._add(line)
+        except OSError as e:
+            self.error = e.strerror or str(e)
+
+    def _add(self, line: bytes) -> None:
+        parts = line.split()
+        if len(parts) != 3 or parts[0] not in LABELS or len(line) > MAX_LINE:
+            return
+        try:
+            client_random = binascii.unhexlify(parts[1])
+            secret = binascii.unhexlify(parts[2])
+        except (binascii.Error, ValueError):
+            return
+        if len(client_random) == 32 and secret and len(self._secrets) < MAX_SECRETS:
+            self._secrets[(parts[0], client_random)] = secret

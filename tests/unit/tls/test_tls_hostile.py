@@ -1,0 +1,133 @@
+"""Hostile input for the TLS layer: damaged records of real sessions, random bytes after a
+record header, hellos cut anywhere, lengths that announce too much. Nothing raises; nothing
+unauthenticated comes out; what is held stays bounded."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tlspeer import run
+
+from kdissect.stream.reassembly import Data
+from kdissect.tls.connection import MAX_RECORD, TlsConnection, starts_tls
+from kdissect.tls.handshake import MAX_HELLO, BadHandshake, HandshakeReader, parse_hello
+from kdissect.tls.keylog import KeyLog
+
+MESSAGES = [(0, b"\x00\x00\x00\x08abcdefgh"), (1, b"\x00\x00\x00\x04wxyz" * 50), (0, b"tail")]
+
+
+@pytest.fixture(scope="module")
+def sessions(tmp_path_factory: pytest.TempPathFactory) -> list[object]:
+    d = tmp_path_factory.mktemp("tls")
+    return [run(str(d / "a.log"), "1.3", None, 0, MESSAGES),
+            run(str(d / "b.log"), "1.2", "ECDHE-RSA-AES128-GCM-SHA256", 0, MESSAGES),
+            run(str(d / "c.log"), "1.2", "ECDHE-RSA-AES256-SHA", 1 << 19, MESSAGES)]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(which=st.integers(0, 2), flow=st.integers(0, 40), pos=st.integers(0, 1 << 16), xor=st.integers(1, 255),
+       cut=st.integers(0, 1 << 16))
+def test_damaged_sessions_never_raise_nor_yield_forgeries(sessions: list[object], which: int, flow: int, pos: int,
+                                                          xor: int, cut: int) -> None:
+    s = sessions[which]
+    flows = list(s.flows)  # type: ignore[attr-defined]
+    i = flow % len(flows)
+    side, data = flows[i]
+    damaged = bytearray(data)
+    damaged[pos % len(damaged)] ^= xor
+    flows[i] = (side, bytes(damaged[: max(1, cut % (len(damaged) + 1))]) if cut % 3 == 0 else bytes(damaged))
+    conn = TlsConnection(KeyLog(s.keylog))  # type: ignore[attr-defined]
+    got = [bytearray(), bytearray()]
+    for frame, (side, data) in enumerate(flows, 1):
+        for ev in conn.feed(side, [Data(data, frame, 0.0)]):
+            if isinstance(ev, Data):
+                got[side] += ev.data
+    for side in (0, 1):  # whatever came out is what that side sent, from its start
+        sent = bytes(s.sent[side])  # type: ignore[attr-defined]
+        assert sent.startswith(bytes(got[side]))
+    assert all(len(x.buf) <= MAX_RECORD + 5 for x in conn.sides)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rest=st.binary(max_size=600), chunks=st.lists(st.integers(1, 64), max_size=8))
+def test_random_bytes_after_a_hello_header(rest: bytes, chunks: list[int]) -> None:
+    data = b"\x16\x03\x01" + struct.pack(">H", len(rest)) + rest
+    assert starts_tls(data)
+    conn = TlsConnection(None)
+    at = 0
+    for n in [*chunks, len(data)]:
+        conn.feed(at % 2, [Data(data[at:at + n], 1, 0.0)])
+        at += n
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=st.binary(max_size=300), server=st.booleans())
+def test_hellos_raise_only_bad_handshake(body: bytes, server: bool) -> None:
+    try:
+        hello = parse_hello(body, server)
+    except BadHandshake:
+        return
+    hello.sni()
+    hello.alpn()
+
+
+def test_unwanted_handshake_messages_are_skipped_without_holding_them() -> None:
+    r = HandshakeReader(frozenset({1}))
+    assert r.feed(b"\x0b\xff\xff\xff" + b"\x00" * 1000) == []  # a 16 MB certificate message, begun
+    for _ in range(100):
+        assert r.feed(b"\x00" * 100_000) == []
+        assert len(r.buf) == 0
+    with pytest.raises(BadHandshake):
+        HandshakeReader(frozenset({1})).feed(b"\x01" + (MAX_HELLO + 1).to_bytes(3, "big"))
+
+
+def test_a_record_longer_than_tls_allows_ends_that_side() -> None:
+    conn = TlsConnection(None)
+    out = conn.feed(0, [Data(b"\x16\x03\x01\xff\xff" + b"\x00" * 100, 1, 0.0)])
+    assert out == [] and conn.sides[0].dead and [d.key for d in conn.diagnostics] == ["tls.malformed"]
+
+
+def test_key_log_lines_that_are_not_secrets_are_skipped(tmp_path: Path) -> None:
+    log = tmp_path / "k.log"
+    good = "CLIENT_RANDOM " + "11" * 32 + " " + "22" * 48
+    log.write_text("\n".join(["# comment", "CLIENT_RANDOM zz 00", "RSA " + "00" * 8 + " " + "11" * 48,
+                              "CLIENT_RANDOM " + "11" * 31 + " 00", "CLIENT_RANDOM " + "33" * 32 + " " + "4" * 5000,
+                              "", "EXPORTER_SECRET " + "11" * 32 + " " + "55" * 32, good]) + "\n")
+    k = KeyLog(str(log))
+    assert k.secret(b"CLIENT_RANDOM", bytes.fromhex("11" * 32)) == bytes.fromhex("22" * 48)
+    assert len(k) == 1
+    missing = KeyLog(str(tmp_path / "absent.log"))
+    assert missing.secret(b"CLIENT_RANDOM", b"\x11" * 32) is None and missing.error
+
+
+def _seal13(prot: object, seq: int, inner_type: int, data: bytes) -> bytes:
+    """A TLS 1.3 record under prot's key (what a peer's KeyUpdate flow looks like on the wire)."""
+    from kdissect.tls import crypto
+
+    assert isinstance(prot, crypto.Aead13)
+    inner = data + bytes([inner_type])
+    header = b"\x17\x03\x03" + struct.pack(">H", len(inner) + crypto.TAG)
+    return header + prot.aead.encrypt(crypto._xor_seq(prot.iv, seq), inner, header)
+
+
+def test_a_key_update_moves_that_side_to_the_next_secret(sessions: list[object]) -> None:
+    # OpenSSL's Python binding cannot send a KeyUpdate: after a real TLS 1.3 session, the client's
+    # next records are sealed here, a KeyUpdate under the current keys, then data under the next.
+    s = sessions[0]
+    conn = TlsConnection(KeyLog(s.keylog))  # type: ignore[attr-defined]
+    for frame, (side, data) in enumerate(s.flows, 1):  # type: ignore[attr-defined]
+        conn.feed(side, [Data(data, frame, 0.0)])
+    client = conn.sides[0]
+    prot, seq = client.prot, client.seq
+    assert prot is not None
+    update = _seal13(prot, seq, 22, b"\x18\x00\x00\x01\x00")  # KeyUpdate(update_not_requested)
+    after = _seal13(prot.next(), 0, 23, b"after the update")  # type: ignore[attr-defined]
+    out = conn.feed(0, [Data(update + after, 99, 0.0)])
+    assert [e.data for e in out if isinstance(e, Data)] == [b"after the update"]
+    stale = _seal13(prot, seq + 1, 23, b"under the old key")
+    assert conn.feed(0, [Data(stale, 100, 0.0)]) == []
+    assert [d.key for d in conn.diagnostics] == ["tls.bad_key"]
