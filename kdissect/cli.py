@@ -9,24 +9,30 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import itertools
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 import click
 
-from kdissect import __version__
 from kdissect.cliutil import (
-    CAPTURE_PATH,
     build,
+    capture_inputs,
+    current_filter,
     decode_options,
+    finish_packets,
     iter_capture,
+    packet_selection,
     preference,
     preference_option,
     text_renderer,
+    write_options,
 )
+from kdissect.commands.timeopt import observed, time_column, time_option
 from kdissect.errors import KdissectError, UsageError
+from kdissect.model import Message
 
 # Commands defined in their own modules, imported only when run (or listed by --help): `read`
 # loads neither Spark nor the statistics tables.
@@ -67,9 +73,21 @@ class KdissectGroup(click.Group):
             raise PipeClosed() from None
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """--version: kdissect's version and the protocol specifications its tables come from."""
+    if not value or ctx.resilient_parsing:
+        return
+    from kdissect.versions import version_text
+
+    click.echo(version_text())
+    ctx.exit()
+
+
 @click.group(cls=KdissectGroup,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="kdissect")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and the protocol specifications the decoding tables come from, "
+                   "and exit.")
 def cli() -> None:
     """Protocol analyzer for Kafka, ZooKeeper, Pulsar and RocketMQ traffic.
 
@@ -79,22 +97,40 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("capture", type=CAPTURE_PATH)
+@capture_inputs
 @click.option("-c", "--count", type=click.IntRange(1), help="Stop after this many messages.")
 @click.option("-V", "--verbose", is_flag=True, help="Show the decoded field tree under each message.")
 @click.option("-x", "--hex", "hexdump", is_flag=True, help="Show a hex dump of each message's bytes.")
 @click.option("--no-color", is_flag=True, help="Plain text even on a terminal (NO_COLOR is honoured too).")
+@time_option
+@write_options
 @decode_options
 @preference_option
-def read(capture: str, count: int | None, verbose: bool, hexdump: bool, no_color: bool,
+def read(captures: tuple[str, ...], count: int | None, verbose: bool, hexdump: bool, no_color: bool,
+         time_format: str, write_path: str | None, with_peer: bool, print_too: bool,
          decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int, show_secrets: bool) -> None:
-    """Print one line per message of CAPTURE, like Wireshark's packet list."""
+    """Print one line per message of CAPTURE, like Wireshark's packet list. Several captures
+    are merged in time order, as mergecap merges them."""
+    from kdissect.pipeline import Counters
+
+    selection = packet_selection(captures, write_path, with_peer, print_too)
     registry, opts = build(decode_as, max_bytes, max_decompressed, show_secrets, summary_only=not verbose)
-    renderer = text_renderer(no_color, verbose, hexdump, max_bytes)
-    for n, m in enumerate(iter_capture(capture, registry, opts), 1):
-        renderer.render(m)
-        if count is not None and n >= count:
-            break
+    renderer = text_renderer(no_color, verbose, hexdump, max_bytes) if selection is None or print_too else None
+    counters = Counters()
+    clock = time_column(time_format, counters)
+    if renderer is not None:
+        renderer.clock = clock
+    messages = iter_capture(captures, registry, opts, observed(clock, current_filter()), selection,
+                            counters=counters)
+    for m in _counted(messages, count):
+        if renderer is not None:
+            renderer.render(m)
+    finish_packets(captures, selection, write_path)
+
+
+def _counted(messages: Iterable[Message], count: int | None) -> Iterator[Message]:
+    """The first `count` messages (all when None), without reading past the last one."""
+    return itertools.islice(messages, count)
 
 
 def _outputs(ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
@@ -106,54 +142,65 @@ def _outputs(ctx: click.Context, _param: click.Parameter, values: tuple[str, ...
 
 
 @cli.command()
-@click.argument("capture", type=CAPTURE_PATH)
+@capture_inputs
 @click.option("-o", "--output", "outputs", multiple=True, metavar="FILE", callback=_outputs,
               help="Write to this file instead of standard output. As in tshark, -o tls.keylog_file:FILE "
                    "sets a preference instead.")
-@click.option("-F", "--format", "fmt", type=click.Choice(["json", "jsonl", "fields"]), default="json",
+@click.option("-F", "-T", "--format", "fmt", type=click.Choice(["json", "jsonl", "fields"]), default="json",
               show_default=True,
-              help="A JSON array, JSON Lines (one object per line), or tab-separated field values (-e).")
+              help="A JSON array, JSON Lines (one object per line), or tab-separated field values (-e); "
+                   "-T is tshark's spelling.")
 @click.option("-e", "--field", "field_keys", multiple=True, metavar="FIELD",
               help="With --format fields: a field key to print (repeatable; see `kdissect fields`).")
 @click.option("-E", "field_options", multiple=True, metavar="NAME=VALUE",
               help="With --format fields: header=y, separator=/t|/s|C, aggregator=C, quote=d|s|n, "
                    "occurrence=f|l|a.")
 @click.option("-c", "--count", type=click.IntRange(1), help="Stop after this many messages.")
+@write_options
 @decode_options
-def export(capture: str, outputs: tuple[str, ...], fmt: str, field_keys: tuple[str, ...],
-           field_options: tuple[str, ...], count: int | None, decode_as: tuple[str, ...],
-           max_bytes: int, max_decompressed: int, show_secrets: bool) -> None:
-    """Export the decoded messages of CAPTURE as JSON (schema: docs/json.md) or field values."""
-    from kdissect.render.jsonout import dumps_bytes, message_dict
-
+def export(captures: tuple[str, ...], outputs: tuple[str, ...], fmt: str, field_keys: tuple[str, ...],
+           field_options: tuple[str, ...], count: int | None, write_path: str | None, with_peer: bool,
+           print_too: bool, decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int,
+           show_secrets: bool) -> None:
+    """Export the decoded messages of CAPTURE as JSON (schema: docs/json.md) or field values.
+    Several captures are merged in time order, as mergecap merges them."""
     output = outputs[0] if outputs else None
     registry, opts = build(decode_as, max_bytes, max_decompressed, show_secrets)
     if (field_keys or field_options) and fmt != "fields":
         raise UsageError("-e and -E go with --format fields")
-    if fmt == "fields":
+    selection = packet_selection(captures, write_path, with_peer, print_too)
+    messages = _counted(iter_capture(captures, registry, opts, selection=selection), count)
+    if selection is not None and output is None and not print_too:
+        for _ in messages:  # -w alone: the packets only
+            pass
+    elif fmt == "fields":
         from kdissect.commands.fieldsout import FieldsWriter, parse_format
 
         fields_fmt = parse_format(field_options)
         with _open_output(output) as out:
             writer = FieldsWriter(field_keys, fields_fmt, max_bytes, out)
-            for n, m in enumerate(iter_capture(capture, registry, opts), 1):
+            for m in messages:
                 writer.write(m)
-                if count is not None and n >= count:
-                    break
-        return
+    else:
+        _write_json(messages, fmt, output, max_bytes)
+    finish_packets(captures, selection, write_path)
+
+
+def _write_json(messages: Iterable[Message], fmt: str, output: str | None, max_bytes: int) -> None:
+    """The messages as a JSON array (`json`) or JSON Lines (`jsonl`)."""
+    from kdissect.render.jsonout import dumps_bytes, message_dict
+
     with _open_output(output, binary=True) as out:
         first = True
         if fmt == "json":
             out.write(b"[")
-        for n, m in enumerate(iter_capture(capture, registry, opts), 1):
+        for m in messages:
             line = dumps_bytes(message_dict(m, max_bytes))
             if fmt == "json":
                 out.write((b"\n" if first else b",\n") + line)
             else:
                 out.write(line + b"\n")
             first = False
-            if count is not None and n >= count:
-                break
         if fmt == "json":
             out.write(b"\n]\n" if not first else b"]\n")
 

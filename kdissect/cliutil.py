@@ -3,16 +3,22 @@ streaming a capture with a progress bar, and the console."""
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import sys
-from collections.abc import Callable, Iterator
-from typing import IO, Any, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from kdissect.dissect.base import Options
+from kdissect.errors import UsageError
 from kdissect.model import Message
 from kdissect.protocols import DissectorRegistry, parse_decode_as
+
+if TYPE_CHECKING:
+    from kdissect.pipeline.packets import PacketSelection
 
 F = TypeVar("F", bound=Callable[..., Any])
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
@@ -24,6 +30,40 @@ PREFERENCES = {"tls.keylog_file": KEYLOG_META, "ssl.keylog_file": KEYLOG_META}
 # A capture argument: any path, "-" for standard input; CaptureFile says, in one line, why one
 # cannot be read (missing, a directory, not a capture).
 CAPTURE_PATH = click.Path(allow_dash=True, readable=False)
+# tshark's `-d tcp.port==9092,kafka` (or a range, `tcp.port==9092-9094,kafka`).
+TSHARK_DECODE_AS = re.compile(r"tcp\.port\s*==\s*(\d+)(?:\s*-\s*(\d+))?\s*,\s*([A-Za-z0-9_.-]+)")
+
+
+def capture_inputs(f: F) -> F:
+    """The capture arguments of a command: CAPTURE... and tshark's `-r FILE` (both repeatable;
+    several captures are merged in time order, as mergecap does). The command receives them as
+    `captures`, a tuple of paths; without any it is a usage error."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, capture_args: tuple[str, ...] = (), read_files: tuple[str, ...] = (),
+                **kwargs: Any) -> Any:
+        captures = (*read_files, *capture_args)
+        if not captures:
+            raise click.UsageError("no capture given: name one (CAPTURE or -r FILE; - for standard input)")
+        return f(*args, captures=captures, **kwargs)
+
+    wrapped: Any = click.argument("capture_args", nargs=-1, type=CAPTURE_PATH, metavar="[CAPTURE]...")(wrapper)
+    wrapped = click.option("-r", "--read-file", "read_files", multiple=True, type=CAPTURE_PATH, metavar="FILE",
+                           help="A capture to read, as tshark's -r (the same as naming it; repeatable: "
+                                "several captures are merged in time order, like mergecap).")(wrapped)
+    return wrapped
+
+
+def tshark_decode_as(spec: str) -> list[str]:
+    """tshark's `tcp.port==9092,kafka` or `tcp.port==9092-9094,kafka` as --decode-as specs
+    (`9092=kafka`...); raises UsageError on anything else."""
+    m = TSHARK_DECODE_AS.fullmatch(spec.strip())
+    if m is None:
+        raise UsageError(f"-d takes tcp.port==PORT,PROTOCOL or tcp.port==PORT-PORT,PROTOCOL, not {spec!r}")
+    first, last, proto = int(m[1]), int(m[2] or m[1]), m[3]
+    if not 0 < first <= last < 65536:
+        raise UsageError(f"-d: port range {first}-{last} out of range (1-65535, low to high)")
+    return [f"{p}={proto}" for p in range(first, last + 1)]
 
 
 def _store_filter(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
@@ -96,13 +136,39 @@ def current_keylog() -> str | None:
     return given or os.environ.get("SSLKEYLOGFILE") or None
 
 
+TEXT_MAX_BYTES = 256  # --max-bytes of the commands that print text
+WHOLE_VALUES = frozenset({"export", "spark"})  # commands that keep whole values unless told
+
+
+def _max_bytes(ctx: click.Context, _param: click.Parameter, value: int | None) -> int:
+    if value is not None:
+        return value
+    return 0 if ctx.info_name in WHOLE_VALUES else TEXT_MAX_BYTES
+
+
+def _with_tshark_decode_as(f: F) -> F:
+    """The command sees -d's ports in its `decode_as`, after those of --decode-as."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, decode_as: tuple[str, ...] = (), tshark_decode_as_specs: tuple[str, ...] = (),
+                **kwargs: Any) -> Any:
+        extra = [s for spec in tshark_decode_as_specs for s in tshark_decode_as(spec)]
+        return f(*args, decode_as=(*decode_as, *extra), **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
 def decode_options(f: F) -> F:
     """Options shared by every command that decodes traffic."""
     decorators = [
         click.option("--decode-as", "decode_as", multiple=True, metavar="PORT=PROTO",
                      help="Decode TCP port PORT as PROTO (kafka, zookeeper, pulsar, rocketmq); repeatable."),
-        click.option("--max-bytes", type=click.IntRange(0), default=256, show_default=True,
-                     help="Cut byte and text values longer than this in the output (0: never)."),
+        click.option("-d", "tshark_decode_as_specs", multiple=True, metavar="tcp.port==PORT[-PORT],PROTO",
+                     help="tshark's spelling of --decode-as: -d tcp.port==9092,kafka, or a range "
+                          "tcp.port==9092-9094,kafka; repeatable."),
+        click.option("--max-bytes", type=click.IntRange(0), default=None, callback=_max_bytes,
+                     help="Cut byte and text values longer than this in the output (0: never). Default: "
+                          f"{TEXT_MAX_BYTES} in text output; whole values in export and spark."),
         click.option("--max-decompressed", type=click.IntRange(1024), default=64 * 1024 * 1024,
                      show_default=True,
                      help="Cap on the decompressed bytes of one message, all its payloads together."),
@@ -115,9 +181,55 @@ def decode_options(f: F) -> F:
                      help="Decrypt TLS with this NSS key log (as written through SSLKEYLOGFILE; that "
                           "variable is the default)."),
     ]
+    f = _with_tshark_decode_as(f)
     for dec in reversed(decorators):
         f = dec(f)
     return f
+
+
+def write_options(f: F) -> F:
+    """-w FILE (the packets of the shown messages, as pcapng), --with-peer and -P."""
+    decorators = [
+        click.option("-w", "--write", "write_path", type=click.Path(dir_okay=False, allow_dash=False),
+                     metavar="FILE",
+                     help="Write the packets (all the frames) of the messages that pass -Y to FILE, as "
+                          "pcapng. As with tshark -w, nothing is printed unless -P. Reads the capture "
+                          "twice: not for standard input."),
+        click.option("--with-peer", is_flag=True,
+                     help="With -w: also the packets of each written message's request or response."),
+        click.option("-P", "--print", "print_too", is_flag=True,
+                     help="With -w: print the messages as well, as tshark's -P."),
+    ]
+    for dec in reversed(decorators):
+        f = dec(f)
+    return f
+
+
+def packet_selection(captures: Sequence[str], write_path: str | None, with_peer: bool,
+                     print_too: bool) -> PacketSelection | None:
+    """The frames -w will write (None without -w), after checking that it can."""
+    if write_path is None:
+        if with_peer or print_too:
+            raise UsageError("--with-peer and -P go with -w FILE")
+        return None
+    from kdissect.pipeline.packets import PacketSelection, check_writable
+
+    check_writable(captures, write_path)
+    return PacketSelection(with_peer)
+
+
+def finish_packets(captures: Sequence[str], selection: PacketSelection | None, write_path: str | None,
+                   stream: int | None = None) -> None:
+    """The second pass of -w: the selected frames copied to the pcapng file; with `stream`, every
+    frame of that TCP stream instead."""
+    if selection is None or write_path is None:
+        return
+    from kdissect.pipeline.packets import stream_frames, write_packets
+
+    selection.complete()
+    frames = selection.frames if stream is None else stream_frames(captures, stream)
+    n = write_packets(captures, frames, write_path)
+    click.echo(f"kdissect: {n} packets written to {write_path}", err=True)
 
 
 def build(decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int,
@@ -130,40 +242,49 @@ def build(decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int,
     return registry, opts
 
 
-def iter_capture(path: str, registry: DissectorRegistry, opts: Options,
-                 display_filter: Callable[[Message], bool] | None = None) -> Iterator[Message]:
-    """Messages of a capture file that pass the display filter (the argument, else the command's
-    -Y), with a progress bar on a terminal and file warnings at the end."""
+def iter_capture(path: str | Sequence[str], registry: DissectorRegistry, opts: Options,
+                 display_filter: Callable[[Message], bool] | None = None,
+                 selection: PacketSelection | None = None, observers: Sequence[Any] = (),
+                 counters: Any = None) -> Iterator[Message]:
+    """Messages of a capture file (or of several, merged in time order) that pass the display
+    filter (the argument, else the command's -Y), with a progress bar on a terminal and file
+    warnings at the end. `selection` (-w) marks the frames of the messages it passes; `observers`
+    are told of each conversation's end (pipeline.ConversationObserver); `counters`
+    (pipeline.Counters), if given, receives the run's counts as it goes."""
     keep = display_filter if display_filter is not None else current_filter()
-    messages = _iter_all(path, registry, opts)
-    if keep is None:
+    messages = _iter_all(path, registry, opts, observers, counters)
+    if selection is not None:
+        yield from selection.select(messages, keep)
+    elif keep is None:
         yield from messages
     else:
         yield from filter(keep, messages)
 
 
-def _iter_all(path: str, registry: DissectorRegistry, opts: Options) -> Iterator[Message]:
+def _iter_all(path: str | Sequence[str], registry: DissectorRegistry, opts: Options,
+              observers: Sequence[Any] = (), counters: Any = None) -> Iterator[Message]:
     from kdissect.analysis.coverage import notes
-    from kdissect.capture.pcapfile import capture_name, capture_size
+    from kdissect.capture.pcapfile import captures_name, captures_size
     from kdissect.pipeline import Counters, dissect_file
 
     warnings: list[str] = []
-    counters = Counters()
-    size = capture_size(path)
+    counters = counters if counters is not None else Counters()
+    size = captures_size(path)
     if sys.stderr.isatty() and size >= PROGRESS_MIN_BYTES:
         from rich.console import Console
         from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
         with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
                       TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
-            task = bar.add_task(os.path.basename(path), total=size)
+            label = os.path.basename(path) if isinstance(path, str) else ", ".join(map(os.path.basename, path))
+            task = bar.add_task(label, total=size)
             yield from dissect_file(path, registry, opts, lambda pos: bar.update(task, completed=pos),
-                                    warnings, counters=counters)
+                                    warnings, counters=counters, observers=observers)
     else:
-        yield from dissect_file(path, registry, opts, None, warnings, counters=counters)
+        yield from dissect_file(path, registry, opts, None, warnings, counters=counters, observers=observers)
     for w in warnings:
         click.echo(f"kdissect: warning: {w}", err=True)
-    for n in notes(counters, capture_name(path)):
+    for n in notes(counters, captures_name(path)):
         click.echo(f"kdissect: {n}", err=True)
 
 

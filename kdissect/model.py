@@ -14,6 +14,8 @@ from enum import Enum
 from functools import lru_cache
 from typing import Any
 
+from kdissect.text import plural
+
 
 class Severity(str, Enum):
     """Wireshark's expert-info severities, lowest first."""
@@ -69,6 +71,11 @@ FLAGS = "flags"  # an integer with the set flag names in Field.display
 TIME_MS = "time_ms"  # milliseconds since the epoch; Field.display has the date
 BYTES = "bytes"  # raw bytes: text when printable, else hex
 RAW = "raw"  # undecoded bytes kept for the user
+HEX = "hex"  # an integer shown in hexadecimal: a CRC, a magic number, a zxid, a session id, a mask
+DURATION_MS = "duration_ms"  # a duration in milliseconds (a timeout, an interval, a TTL)
+DURATION_S = "duration_s"  # a duration in seconds
+# The unit text output writes after the number of a duration hint.
+UNITS = {DURATION_MS: "ms", DURATION_S: "s"}
 # A redacted value (password, proof, token; shown only with --show-secrets): its offset and
 # length are exactly the hidden bytes of Message.data, which hex dumps mask (secret_ranges).
 SECRET = "secret"
@@ -88,6 +95,23 @@ def format_ms(ms: int) -> str | None:
         return None
     t = _EPOCH + timedelta(milliseconds=ms)
     return f"{t:%Y-%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
+
+
+# The endings of a snake_case field name that make an integer a duration, and its hint. Protocols
+# apply the rule to fields they have not given another hint (a timestamp in ms is TIME_MS).
+DURATION_SUFFIXES = (
+    ("_ms", DURATION_MS), ("_millis", DURATION_MS), ("_mills", DURATION_MS),
+    ("_sec", DURATION_S), ("_secs", DURATION_S), ("_seconds", DURATION_S),
+)
+
+
+@lru_cache(maxsize=4096)
+def duration_hint(name: str) -> str | None:
+    """The duration hint a field name implies ("timeout_ms": DURATION_MS), or None."""
+    for suffix, hint in DURATION_SUFFIXES:
+        if name.endswith(suffix):
+            return hint
+    return None
 
 
 class Field:
@@ -202,7 +226,7 @@ def undecoded(name: str, rest: bytes, offset: int, secret: bool) -> Field:
     may hold a credential (`secret`: the message's operation carries one and secrets are not to
     be shown) they are redacted, a SECRET field over them, so hex dumps mask them too."""
     if secret:
-        return Field(name, f"<redacted {len(rest)} bytes>", offset, len(rest), None, SECRET)
+        return Field(name, f"<redacted {plural(len(rest), 'byte')}>", offset, len(rest), None, SECRET)
     return Field(name, rest, offset, len(rest), None, RAW)
 
 

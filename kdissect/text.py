@@ -14,3 +14,15 @@ def plural(n: int, singular: str, plural: str | None = None) -> str:
     if plural is None:
         plural = singular + ("es" if singular.endswith(_ES_ENDINGS) else "s")
     return f"{n} {plural}"
+
+
+def value_word(v: object) -> str:
+    """A scalar as text output writes it: true, false and null as in JSON and Wireshark's
+    filters, never Python's True, False and None; anything else as str()."""
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    return str(v)

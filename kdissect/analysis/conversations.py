@@ -7,13 +7,14 @@ without a match are left out.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kdissect.analysis.coverage import notes
+from kdissect.analysis.expected import ErrorClassifier
 from kdissect.analysis.stats import error_of
-from kdissect.capture.pcapfile import capture_name
+from kdissect.capture.pcapfile import captures_name
 from kdissect.dissect.base import Options
 from kdissect.model import Message
 from kdissect.pipeline import Counters, Decoding, dissect_file
@@ -44,16 +45,19 @@ class MessageTally:
     requests: int = 0
     responses: int = 0
     errors: int = 0
+    expected: int = 0  # error answers that are how the protocol works (analysis/expected.py)
     bytes: int = 0
     first_ts: float | None = None
     last_ts: float = 0.0
 
-    def add(self, m: Message) -> None:
+    def add(self, m: Message, outcome: str | None = None) -> None:
+        """Count a message; `outcome` is an error answer's class ("error" or "expected")."""
         self.messages += 1
         self.bytes += len(m.data)
         self.requests += m.kind == "request"
         self.responses += m.kind == "response"
-        self.errors += 1 if m.kind == "response" and error_of(m) else 0
+        self.errors += outcome == "error"
+        self.expected += outcome == "expected"
         if self.first_ts is None:
             self.first_ts = m.ts
         self.last_ts = max(self.last_ts, m.ts)
@@ -61,41 +65,71 @@ class MessageTally:
 
 @dataclass(slots=True)
 class ConversationTable:
-    ended: list[dict[str, Any]] = field(default_factory=list)
+    # stream -> its row and its conversations: packets that come after a conversation's end
+    # still count in it, and one that goes on after its end (new data after a RST, or closed
+    # while active) is a second conversation of the same stream
+    streams: dict[int, tuple[dict[str, Any], list[Conversation[Decoding]]]] = field(default_factory=dict)
     tallies: dict[int, MessageTally] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was seen when nothing was decoded (coverage.notes)
+    classifier: ErrorClassifier = field(default_factory=ErrorClassifier)
 
     def conversation_ended(self, conv: Conversation[Decoding]) -> None:
-        self.ended.append(describe(conv))
+        d = describe(conv)
+        known = self.streams.get(conv.index)
+        if known is None:
+            self.streams[conv.index] = (d, [conv])
+            return
+        row, convs = known
+        convs.append(conv)
+        row["messages"] += d["messages"]
+        for key in ("protocol", "tls"):
+            if row[key] is None:
+                row[key] = d[key]
 
     def on_message(self, m: Message, keep: Callable[[Message], bool] | None) -> None:
+        if m.kind == "request":
+            self.classifier.on_request(m)
         if keep is None or keep(m):
-            self.tallies.setdefault(m.stream, MessageTally()).add(m)
+            err = error_of(m) if m.kind == "response" else None
+            outcome = self.classifier.classify(m, err) if err else None
+            self.tallies.setdefault(m.stream, MessageTally()).add(m, outcome)
+
+    def settle(self) -> None:
+        """Expected answers whose retry never came count as errors after all."""
+        for p in self.classifier.unconfirmed():
+            t = self.tallies[p.response.stream]
+            t.expected -= 1
+            t.errors += 1
 
     def rows(self, filtered: bool, empty: bool = False) -> list[dict[str, Any]]:
         """One row per conversation; without `empty`, those that carried no payload at all (a
         lone FIN or ACK after the connection closed) are left out."""
+        self.settle()
         out = []
-        for d in sorted(self.ended, key=lambda d: d["stream"]):
+        for d, convs in self.streams.values():
+            to_server = sum(c.bytes[0 if c.names[0] == d["client"] else 1] for c in convs)
+            d.update(packets=sum(c.packets for c in convs), bytes_to_server=to_server,
+                     bytes_to_client=sum(c.bytes[0] + c.bytes[1] for c in convs) - to_server)
+        for d in sorted((d for d, _ in self.streams.values()), key=lambda d: d["stream"]):
             t = self.tallies.get(d["stream"])
             if (filtered and t is None) or (not empty and not d["bytes_to_server"] and not d["bytes_to_client"]):
                 continue
             t = t or MessageTally()
             row = dict(d)
             row.update(matched_messages=t.messages, requests=t.requests, responses=t.responses,
-                       errors=t.errors, message_bytes=t.bytes, first_ts=t.first_ts,
+                       errors=t.errors, expected=t.expected, message_bytes=t.bytes, first_ts=t.first_ts,
                        duration_s=round(t.last_ts - t.first_ts, 6) if t.first_ts is not None else None)
             out.append(row)
         return out
 
 
-def conversations(path: str, registry: DissectorRegistry, opts: Options,
+def conversations(path: str | Sequence[str], registry: DissectorRegistry, opts: Options,
                   keep: Callable[[Message], bool] | None = None) -> ConversationTable:
     """Run the capture through the pipeline and tabulate its conversations."""
     table = ConversationTable()
     counters = Counters()
     for m in dissect_file(path, registry, opts, warnings=table.warnings, counters=counters, observers=[table]):
         table.on_message(m, keep)
-    table.notes.extend(notes(counters, capture_name(path)))
+    table.notes.extend(notes(counters, captures_name(path)))
     return table

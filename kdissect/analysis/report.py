@@ -22,7 +22,9 @@ def ops_rows(s: Stats) -> list[dict[str, Any]]:
             "protocol": proto, "op": op, "version": version, "requests": o.requests,
             "responses": o.responses, "events": o.events, "unanswered": o.unmatched, "bytes": o.bytes,
             "errors": dict(o.errors.most_common()), "error_count": sum(o.errors.values()),
+            "expected": dict(o.expected.most_common()), "expected_count": sum(o.expected.values()),
             "response_time_ms": o.rtt.to_json(),
+            "long_polls": o.long_polls.count, "long_poll_time_ms": o.long_polls.to_json(),
         })
     return rows
 
@@ -55,7 +57,8 @@ def client_rows(s: Stats) -> list[dict[str, Any]]:
 def path_rows(s: Stats) -> list[dict[str, Any]]:
     def row(key: tuple[str, str, str], p: PathStats) -> dict[str, Any]:
         return {"protocol": key[0], "op": key[1], "path": key[2], "count": p.count,
-                "errors": dict(p.errors.most_common()), "mean_response_time_ms": _mean(p.rtt_total, p.rtt_count)}
+                "errors": dict(p.errors.most_common()), "expected": dict(p.expected.most_common()),
+                "mean_response_time_ms": _mean(p.rtt_total, p.rtt_count)}
 
     return [row(k, p) for k, p in sorted(s.paths.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1]))]
 
@@ -63,7 +66,8 @@ def path_rows(s: Stats) -> list[dict[str, Any]]:
 def conversation_rows(s: Stats) -> list[dict[str, Any]]:
     def row(stream: int, c: ConvStats) -> dict[str, Any]:
         return {"stream": stream, "protocol": c.protocol, "client": c.client, "server": c.server,
-                "messages": c.messages, "bytes": c.bytes, "errors": c.errors,
+                "messages": c.messages, "bytes": c.bytes, "errors": c.errors, "expected": c.expected,
+                "long_polls": c.long_polls,
                 "duration_s": round(c.last_ts - c.first_ts, 6),
                 "mean_response_time_ms": _mean(c.rtt_total, c.rtt_count),
                 "max_response_time_ms": round(c.rtt_max, 3) if c.rtt_count else None}

@@ -1,10 +1,15 @@
 """Streaming statistics over decoded messages (`kdissect stats`), memory bounded.
 
 Per protocol, operation (msg.info["op"]) and version: requests, responses, events, errors by
-name and a response-time sketch (Wireshark's Service Response Time); record throughput per topic
-and partition; per client id; per path (ZooKeeper and any protocol that sets info["path"]); per
-conversation; diagnostics by key. Each table holds at most `max_keys` rows: later keys fold into
-an OTHER row. Nothing is kept per message.
+name, expected answers by name, long polls and a response-time sketch (Wireshark's Service
+Response Time); record throughput per topic and partition; per client id; per path (ZooKeeper and
+any protocol that sets info["path"]); per conversation; diagnostics by key. Each table holds at
+most `max_keys` rows: later keys fold into an OTHER row. Nothing is kept per message, except the
+few answers held until the client's retry confirms they were expected (analysis/expected.py).
+
+An error answer is an error or expected (EXPECTED_ERRORS); a response whose time is a wait the
+client asked for (LONG_POLLS) is counted as a long poll and kept out of the response-time figures.
+`finish()` (called by `add_all`) settles the held answers.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from kdissect.analysis.expected import ErrorClassifier, is_long_poll
 from kdissect.analysis.sketch import QuantileSketch
-from kdissect.analysis.throughput import record_volumes
+from kdissect.analysis.throughput import Volume, record_volumes
 from kdissect.model import Message
 
 OTHER = "(other)"
@@ -32,7 +38,9 @@ class OpStats:
     unmatched: int = 0  # requests that expected a response and got none in the capture
     bytes: int = 0
     errors: Counter[str] = field(default_factory=Counter)
-    rtt: QuantileSketch = field(default_factory=QuantileSketch)
+    expected: Counter[str] = field(default_factory=Counter)
+    rtt: QuantileSketch = field(default_factory=QuantileSketch)  # service time: long polls left out
+    long_polls: QuantileSketch = field(default_factory=QuantileSketch)
 
 
 @dataclass(slots=True)
@@ -74,6 +82,7 @@ class ClientStats:
 class PathStats:
     count: int = 0
     errors: Counter[str] = field(default_factory=Counter)
+    expected: Counter[str] = field(default_factory=Counter)
     rtt_total: float = 0.0
     rtt_count: int = 0
 
@@ -86,6 +95,8 @@ class ConvStats:
     messages: int = 0
     bytes: int = 0
     errors: int = 0
+    expected: int = 0
+    long_polls: int = 0
     rtt_total: float = 0.0
     rtt_count: int = 0
     rtt_max: float = 0.0
@@ -114,6 +125,12 @@ def error_of(m: Message) -> str | None:
     if isinstance(code, int) and not isinstance(code, bool) and code != 0:
         return f"error {code}"
     return None
+
+
+def _tally(counter: Counter[str], key: str, sign: int) -> None:
+    counter[key] += sign
+    if counter[key] <= 0:
+        del counter[key]
 
 
 def _fact(m: Message, key: str) -> Any:
@@ -157,11 +174,19 @@ class Stats:
         self.paths: dict[tuple[str, str, str], PathStats] = {}
         self.conversations: dict[int, ConvStats] = {}
         self.diagnostics: Counter[tuple[str, str]] = Counter()
+        self.classifier = ErrorClassifier(max_keys)
 
     def add_all(self, messages: Iterable[Message]) -> Stats:
         for m in messages:
             self.add(m)
+        self.finish()
         return self
+
+    def finish(self) -> None:
+        """Expected answers whose retry never came count as errors after all."""
+        for p in self.classifier.unconfirmed():
+            self._answer(p.response, p.error, "expected", -1)
+            self._answer(p.response, p.error, "error", 1)
 
     def add(self, m: Message) -> None:
         size = len(m.data)
@@ -173,22 +198,55 @@ class Stats:
         self.protocols[m.protocol] += 1
         rtt = m.match.rtt * 1000.0 if m.kind == "response" and m.match and m.match.rtt is not None else None
         err = error_of(m) if m.kind == "response" else None
-        self._op(m, size, rtt, err)
-        self._volumes(m)
-        self._topic_messages(m, size, err)
-        self._client(m, size, err)
-        self._path(m, rtt, err)
-        self._conversation(m, size, rtt, err)
+        if m.kind == "request":
+            self.classifier.on_request(m)
+        names = self.topic_names if len(self.topic_names) < self.max_keys else None
+        volumes = list(record_volumes(m.fields, names))
+        long_poll = rtt is not None and is_long_poll(m, rtt, err, sum(v.records for v in volumes))
+        service = None if long_poll else rtt
+        self._op(m, size, service, rtt if long_poll else None)
+        self._volumes(m, volumes)
+        self._topic_messages(m, size)
+        self._client(m, size)
+        self._path(m, service)
+        self._conversation(m, size, service, long_poll)
+        if err:
+            self._answer(m, err, self.classifier.classify(m, err), 1)
         for d in m.diagnostics:
             if len(self.diagnostics) < self.max_keys or (d.severity.value, d.key) in self.diagnostics:
                 self.diagnostics[(d.severity.value, d.key)] += 1
 
-    def _op(self, m: Message, size: int, rtt: float | None, err: str | None) -> None:
+    def _op_row(self, m: Message) -> OpStats:
         facts = request_facts(m)
         op = facts.get("op") or "(unknown)"
         version = facts.get("version")
         key = (m.protocol, str(op), version if isinstance(version, int) else None)
-        row = bounded(self.ops, key, (m.protocol, OTHER, None), OpStats, self.max_keys)
+        return bounded(self.ops, key, (m.protocol, OTHER, None), OpStats, self.max_keys)
+
+    def _answer(self, m: Message, err: str, outcome: str, sign: int) -> None:
+        """Count (sign 1) or take back (sign -1) a response's error as an error or an expected answer."""
+        expected = outcome == "expected"
+        op = self._op_row(m)
+        _tally(op.expected if expected else op.errors, err, sign)
+        path = self._path_row(m)
+        if path is not None:
+            _tally(path.expected if expected else path.errors, err, sign)
+        conv = self.conversations.get(m.stream)
+        if conv is not None:
+            if expected:
+                conv.expected += sign
+            else:
+                conv.errors += sign
+        if expected:
+            return
+        for row in self._topic_rows(m):
+            row.errors += sign
+        client = self._client_row(m)
+        if client is not None:
+            client.errors += sign
+
+    def _op(self, m: Message, size: int, rtt: float | None, long_poll: float | None) -> None:
+        row = self._op_row(m)
         row.bytes += size
         if m.kind == "request":
             row.requests += 1
@@ -196,17 +254,16 @@ class Stats:
                 row.unmatched += 1
         elif m.kind == "response":
             row.responses += 1
-            if err:
-                row.errors[err] += 1
         else:
             row.events += 1
         if rtt is not None:
             row.rtt.add(rtt)
             self.rtt.setdefault(m.protocol, QuantileSketch()).add(rtt)
+        if long_poll is not None:
+            row.long_polls.add(long_poll)
 
-    def _volumes(self, m: Message) -> None:
-        names = self.topic_names if len(self.topic_names) < self.max_keys else None
-        for v in record_volumes(m.fields, names):
+    def _volumes(self, m: Message, volumes: list[Volume]) -> None:
+        for v in volumes:
             key = (v.topic or "?", v.partition)
             row = bounded(self.topics, key, (OTHER, None), TopicStats, self.max_keys)
             flow = row.produced if m.kind == "request" else row.fetched
@@ -220,13 +277,14 @@ class Stats:
                     c.produced.records += v.records
                     c.produced.bytes += v.bytes
 
-    def _topic_messages(self, m: Message, size: int, err: str | None) -> None:
+    def _topic_rows(self, m: Message) -> list[TopicMessages]:
         topics = topics_of(m.info) or (topics_of(m.peer.info) if m.peer is not None else [])
-        for topic in topics:
-            row = bounded(self.topic_messages, (m.protocol, topic), (m.protocol, OTHER), TopicMessages,
-                          self.max_keys)
+        return [bounded(self.topic_messages, (m.protocol, topic), (m.protocol, OTHER), TopicMessages, self.max_keys)
+                for topic in topics]
+
+    def _topic_messages(self, m: Message, size: int) -> None:
+        for row in self._topic_rows(m):
             row.bytes += size
-            row.errors += 1 if err else 0
             if m.kind == "request":
                 row.requests += 1
             elif m.kind == "response":
@@ -234,33 +292,40 @@ class Stats:
             else:
                 row.events += 1
 
-    def _client(self, m: Message, size: int, err: str | None) -> None:
+    def _client_row(self, m: Message) -> ClientStats | None:
         cid = _fact(m, "client_id")
         if not isinstance(cid, str):
+            return None
+        return bounded(self.clients, (m.protocol, cid), (m.protocol, OTHER), ClientStats, self.max_keys)
+
+    def _client(self, m: Message, size: int) -> None:
+        row = self._client_row(m)
+        if row is None:
             return
-        row = bounded(self.clients, (m.protocol, cid), (m.protocol, OTHER), ClientStats, self.max_keys)
         if m.kind == "request":
             row.requests += 1
             row.bytes_sent += size
         else:
             row.bytes_received += size
-            row.errors += 1 if err else 0
 
-    def _path(self, m: Message, rtt: float | None, err: str | None) -> None:
+    def _path_row(self, m: Message) -> PathStats | None:
         path = _fact(m, "path")
         if not isinstance(path, str):
-            return
+            return None
         key = (m.protocol, str(request_facts(m).get("op") or m.kind), path)
-        row = bounded(self.paths, key, (m.protocol, OTHER, OTHER), PathStats, self.max_keys)
+        return bounded(self.paths, key, (m.protocol, OTHER, OTHER), PathStats, self.max_keys)
+
+    def _path(self, m: Message, rtt: float | None) -> None:
+        row = self._path_row(m)
+        if row is None:
+            return
         if m.kind != "response":
             row.count += 1
-        if err:
-            row.errors[err] += 1
         if rtt is not None:
             row.rtt_total += rtt
             row.rtt_count += 1
 
-    def _conversation(self, m: Message, size: int, rtt: float | None, err: str | None) -> None:
+    def _conversation(self, m: Message, size: int, rtt: float | None, long_poll: bool) -> None:
         row = self.conversations.get(m.stream)
         if row is None:
             client, server = (m.src, m.dst) if m.to_server else (m.dst, m.src)
@@ -270,7 +335,7 @@ class Stats:
         row.messages += 1
         row.bytes += size
         row.last_ts = max(row.last_ts, m.ts)
-        row.errors += 1 if err else 0
+        row.long_polls += long_poll
         if rtt is not None:
             row.rtt_total += rtt
             row.rtt_count += 1

@@ -75,6 +75,11 @@ def _libpcap() -> Any:
     return None
 
 
+def libpcap() -> Any:
+    """The system libpcap through ctypes (loaded once), or None where it is not installed."""
+    return _libpcap()
+
+
 def compile_filter(expr: str, dlt: int, snaplen: int = SNAPLEN) -> list[Insn]:
     """Compile a tcpdump-syntax capture filter for a link type; UsageError when it is invalid."""
     if not expr.strip():

@@ -1,12 +1,20 @@
 """The network interfaces of this host: names, indexes, link types, state and addresses, read
-with getifaddrs(3) through ctypes (Linux)."""
+with getifaddrs(3) through ctypes (Linux; macOS and the BSDs, whose socket addresses start with
+a length byte and describe links with AF_LINK)."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import socket
+import sys
 from dataclasses import dataclass, field
+
+BSD_SOCKADDR = sys.platform == "darwin" or "bsd" in sys.platform  # sa_len, sa_family: one byte each
+AF_PACKET = int(getattr(socket, "AF_PACKET", -1))
+AF_LINK = int(getattr(socket, "AF_LINK", 18))  # macOS and the BSDs
+IFT_ETHER = 6
+IFT_LOOP = 24
 
 IFF_UP = 0x1
 IFF_LOOPBACK = 0x8
@@ -60,8 +68,10 @@ _Ifaddrs._fields_ = [
 _ADDR: dict[int, tuple[int, int]] = {int(socket.AF_INET): (4, 4), int(socket.AF_INET6): (8, 16)}  # family -> (offset, length) in sockaddr
 
 
-def _family(p: int | None) -> int:
-    return ctypes.c_ushort.from_address(p).value if p else -1
+def _family(p: int | None, bsd: bool = BSD_SOCKADDR) -> int:
+    if not p:
+        return -1
+    return ctypes.c_ubyte.from_address(p + 1).value if bsd else ctypes.c_ushort.from_address(p).value
 
 
 def _raw(p: int, off: int, n: int) -> bytes:
@@ -89,6 +99,13 @@ def _link(iface: Interface, p: int) -> None:
     iface.mac = ":".join(f"{b:02x}" for b in raw[12 : 12 + halen])
 
 
+def _link_bsd(iface: Interface, p: int) -> None:
+    """Facts from an AF_LINK sockaddr_dl: index and interface type (Ethernet, loopback)."""
+    raw = _raw(p, 0, 8)
+    iface.index = int.from_bytes(raw[2:4], sys.byteorder)
+    iface.hatype = {IFT_ETHER: ARPHRD_ETHER, IFT_LOOP: ARPHRD_LOOPBACK}.get(raw[4], -1)
+
+
 def list_interfaces() -> list[Interface]:
     """Every interface, in kernel index order; an empty list where getifaddrs is unavailable."""
     libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
@@ -103,8 +120,11 @@ def list_interfaces() -> list[Interface]:
             name = (ent.ifa_name or b"?").decode(errors="replace")
             iface = found.setdefault(name, Interface(name))
             iface.flags |= ent.ifa_flags
-            if _family(ent.ifa_addr) == socket.AF_PACKET and ent.ifa_addr is not None:
+            fam = _family(ent.ifa_addr)
+            if fam == AF_PACKET and not BSD_SOCKADDR and ent.ifa_addr is not None:
                 _link(iface, ent.ifa_addr)
+            elif fam == AF_LINK and BSD_SOCKADDR and ent.ifa_addr is not None:
+                _link_bsd(iface, ent.ifa_addr)
             else:
                 addr = _address(ent)
                 if addr is not None:

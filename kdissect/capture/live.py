@@ -24,7 +24,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from kdissect.capture import bpf
 from kdissect.capture.ifaces import ARPHRD_LOOPBACK, Interface, find_interface
@@ -95,6 +95,42 @@ def parse_block(buf: bytes | mmap.mmap, base: int, end: int, linktype: int, firs
             break
         p += nxt
     return out
+
+
+class Source(Protocol):
+    """What the sniffer reads: LiveCapture (AF_PACKET) or pcaplive.PcapCapture (libpcap)."""
+
+    interface: str
+    linktype: int
+    stats: Stats
+
+    def batches(self, stop: Callable[[], bool], poll_ms: int = POLL_MS,
+                drain_s: float = DRAIN_S) -> Iterator[list[Packet]]: ...
+
+    def read_stats(self) -> Stats: ...
+
+    def __enter__(self) -> Source: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+BACKENDS = ("tpacket", "pcap")
+
+
+def default_backend() -> str:
+    """The TPACKET_V3 ring where AF_PACKET exists (Linux), libpcap elsewhere."""
+    return "tpacket" if hasattr(socket, "AF_PACKET") else "pcap"
+
+
+def open_live(backend: str, interface: str, bpf_filter: str = "", buffer_mib: int = 64) -> Source:
+    """A capture on `interface` with the named backend ("tpacket" or "pcap")."""
+    if backend == "pcap":
+        from kdissect.capture.pcaplive import PcapCapture
+
+        return PcapCapture(interface, bpf_filter, buffer_mib)
+    if not hasattr(socket, "AF_PACKET"):
+        raise UsageError("the tpacket backend needs Linux (AF_PACKET); use --backend pcap")
+    return LiveCapture(interface, bpf_filter, buffer_mib)
 
 
 def _resolve(name: str) -> tuple[Interface, bool, int]:
@@ -241,7 +277,7 @@ class Drainer:
     memory (up to `max_backlog` bytes of packets) rather than kernel drops. Packets beyond the
     backlog limit are counted in `overflow`, never silently lost."""
 
-    def __init__(self, cap: LiveCapture, stop: Callable[[], bool], max_backlog: int = MAX_BACKLOG) -> None:
+    def __init__(self, cap: Source, stop: Callable[[], bool], max_backlog: int = MAX_BACKLOG) -> None:
         self.cap = cap
         self.max_backlog = max_backlog
         self.backlog = 0  # bytes queued

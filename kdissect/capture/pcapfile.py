@@ -10,15 +10,17 @@ once, and pcapng is read block by block, each interface with its own link type.
 
 from __future__ import annotations
 
+import heapq
 import io
 import os
 import stat
 import struct
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO
+from operator import attrgetter
+from typing import BinaryIO, Protocol
 
 from kdissect.errors import UsageError
 
@@ -37,7 +39,10 @@ _CHUNK = 64 * 1024  # bytes read from the file at a time
 _BIG = 1024 * 1024  # a record larger than this is read in pieces (its length may be a lie)
 BYTE_ORDER_MAGICS = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}
 
-Interface = tuple[int, float, int]  # a pcapng interface: link type, seconds per tick, offset (s)
+# A pcapng interface: link type, seconds per tick, offset (s), and ticks per second when that is a
+# power of ten (else 0): a time is then whole seconds + the rest * tick, as the classic format's
+# and the live capture's are, so the same instant gives the same float from every source.
+Interface = tuple[int, float, int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,12 +318,14 @@ class CaptureFile:
 
 
 def _idb(body: bytes, order: str) -> Interface | None:
-    """(link type, seconds per tick, offset in seconds) of an Interface Description Block; None
-    when the block is too short for its fixed part. An option cut by the block's end is ignored."""
+    """(link type, seconds per tick, offset in seconds, ticks per second or 0) of an Interface
+    Description Block; None when the block is too short for its fixed part. An option cut by the
+    block's end is ignored."""
     if len(body) < 8:
         return None
     linktype = struct.unpack_from(order + "H", body, 0)[0]
     tick = 1e-6
+    per_second = 1_000_000
     offset = 0
     pos = 8
     while pos + 4 <= len(body):
@@ -329,10 +336,11 @@ def _idb(body: bytes, order: str) -> Interface | None:
         if code == 9 and length >= 1:  # if_tsresol
             v = value[0]
             tick = 2.0 ** -(v & 0x7F) if v & 0x80 else 10.0 ** -(v & 0x7F)
+            per_second = 0 if v & 0x80 or (v & 0x7F) > 18 else 10 ** (v & 0x7F)
         elif code == 14 and length >= 8:  # if_tsoffset
             offset = struct.unpack_from(order + "q", value, 0)[0]
         pos += 4 + ((length + 3) & ~3)
-    return linktype, tick, offset
+    return linktype, tick, offset, per_second
 
 
 def _packet_block(btype: int, body: bytes, order: str, ifaces: list[Interface | None],
@@ -357,14 +365,101 @@ def _packet_block(btype: int, body: bytes, order: str, ifaces: list[Interface | 
     described = ifaces[iface] if iface < len(ifaces) else None
     if described is None:
         return None
-    linktype, tick, offset = described
-    ts = ((hi << 32) | lo) * tick + offset
+    linktype, tick, offset, per_second = described
+    ticks = (hi << 32) | lo
+    if per_second:
+        sec, rest = divmod(ticks, per_second)
+        ts = sec + rest * tick + offset
+    else:
+        ts = ticks * tick + offset
     return RawFrame(number, ts, linktype, data, max(wirelen, len(data)))
+
+
+class CaptureSource(Protocol):
+    """What the pipeline reads frames from: one capture file, or several merged."""
+
+    name: str
+    warnings: list[str]
+
+    def __iter__(self) -> Iterator[RawFrame]: ...
+
+    def position(self) -> int: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> CaptureSource: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class MergedCapture:
+    """Several capture files read as one, in time order, as `mergecap` merges them: a streaming
+    k-way merge on the timestamps (each file is taken in its own order; at equal times the file
+    named first comes first). Frames are numbered in the merged order, as in mergecap's output.
+    One record per file is held at a time: memory stays flat."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        if list(paths).count(STDIN) > 1:
+            raise UsageError("standard input (-) can be read once only")
+        self.files: list[CaptureFile] = []
+        try:
+            for p in paths:
+                self.files.append(CaptureFile(p))
+        except UsageError:
+            self.close()
+            raise
+        self.name = captures_name(paths)
+        self.warnings: list[str] = []
+
+    def __iter__(self) -> Iterator[RawFrame]:
+        frame = RawFrame
+        merged = heapq.merge(*self.files, key=attrgetter("ts"))
+        for number, f in enumerate(merged, 1):
+            yield frame(number, f.ts, f.linktype, f.data, f.wirelen)
+        for cap in self.files:
+            self.warnings.extend(cap.warnings)
+
+    def position(self) -> int:
+        """Bytes consumed from all the files so far (for progress)."""
+        return sum(f.position() for f in self.files)
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+
+    def __enter__(self) -> MergedCapture:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_capture(paths: str | Sequence[str]) -> CaptureSource:
+    """One capture file, or several merged in time order (`-` is standard input)."""
+    if isinstance(paths, str):
+        return CaptureFile(paths)
+    if not paths:
+        raise UsageError("no capture file given")
+    return CaptureFile(paths[0]) if len(paths) == 1 else MergedCapture(paths)
 
 
 def capture_name(path: str) -> str:
     """How messages name the capture at `path`."""
     return "standard input" if path == STDIN else path
+
+
+def captures_name(paths: str | Sequence[str]) -> str:
+    """How messages name one capture or several merged."""
+    if isinstance(paths, str):
+        return capture_name(paths)
+    return ", ".join(capture_name(p) for p in paths)
+
+
+def captures_size(paths: str | Sequence[str]) -> int:
+    """The total size of the regular files among `paths` (for progress)."""
+    if isinstance(paths, str):
+        return capture_size(paths)
+    return sum(capture_size(p) for p in paths)
 
 
 def capture_size(path: str) -> int:

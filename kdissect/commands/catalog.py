@@ -15,6 +15,7 @@ from kdissect.diagnostics import Catalogue
 from kdissect.dissect.keyinfo import KeyInfo
 from kdissect.errors import UsageError
 from kdissect.protocols import DissectorRegistry, catalogues
+from kdissect.text import value_word
 
 
 @click.command("protocols")
@@ -48,7 +49,9 @@ def fields(proto: str | None, capture: str | None, diagnostics: bool, fmt: str, 
 
     Keys come from each protocol's tables (Kafka: every API, request and response; ZooKeeper:
     every jute record); for protocols without a key table, use --from CAPTURE to list the keys
-    their decoded messages carry.
+    their decoded messages carry. Kafka also lists Wireshark's Kafka field names (type `alias`,
+    with the keys they stand for); filters and `export -e` accept them, and each key a Wireshark
+    name covers says so (`wireshark: NAME`).
 
     With --diagnostics: every diagnostic kdissect can attach to a message, of PROTO (or
     `transport`: TCP reassembly, framing, the pipeline) or of all, as each catalogue declares it."""
@@ -99,7 +102,8 @@ def _print(keys: list[KeyInfo], fmt: str) -> None:
             used = ", ".join(k.used_by[:4]) + (f" (+{len(k.used_by) - 4})" if len(k.used_by) > 4 else "")
             extra = f"{used}; {extra}" if extra else used
         if k.count:
-            extra = f"{k.count}× e.g. {k.example!r}"
+            example = value_word(k.example) if k.example is None or isinstance(k.example, bool) else repr(k.example)
+            extra = f"{k.count}× e.g. {example}"
         click.echo(f"{k.key}\t{k.type}\t{extra}")
 
 

@@ -14,8 +14,8 @@ from typing import IO, Any
 from kdissect.errors import UsageError
 from kdissect.filter.errors import FilterError
 from kdissect.filter.keys import PRESENT, compile_key
-from kdissect.model import ARRAY, STRUCT, Field, Message
-from kdissect.render.jsonout import dumps, field_value
+from kdissect.model import ARRAY, RAW, STRUCT, Field, Message
+from kdissect.render.jsonout import dumps, field_value, text_or_hex
 
 _CHARS = {"/t": "\t", "/s": " ", "/n": "\n"}
 _QUOTES = {"d": '"', "s": "'", "n": ""}
@@ -67,6 +67,8 @@ def node_texts(f: Field, max_bytes: int) -> list[str]:
         return [t for c in f.children or () for t in node_texts(c, max_bytes)]
     if f.hint == STRUCT and f.value is PRESENT:
         return []
+    if isinstance(f.value, (bytes, bytearray, memoryview)) and f.hint != RAW and not f.children:
+        return [text_or_hex(bytes(f.value), max_bytes)]  # one readable cell: text, else hex
     return [scalar_text(field_value(f, max_bytes))]
 
 

@@ -8,12 +8,18 @@ import sys
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from kdissect.cliutil import build, current_filter, decode_options, preference_option, text_renderer
+from kdissect.commands.timeopt import time_column, time_option
+from kdissect.errors import UsageError
 from kdissect.model import Message
+
+if TYPE_CHECKING:
+    from kdissect.capture.ring import CaptureWriter, RingSpec
+    from kdissect.render.timecol import TimeColumn
 
 
 class _StopFlag:
@@ -37,7 +43,8 @@ class _StopFlag:
             signal.signal(sig, old)
 
 
-def _emitter(fmt: str, verbose: bool, hexdump: bool, no_color: bool, max_bytes: int) -> Callable[[Message], None]:
+def _emitter(fmt: str, verbose: bool, hexdump: bool, no_color: bool, max_bytes: int,
+             clock: TimeColumn) -> Callable[[Message], None]:
     if fmt == "jsonl":
         from kdissect.render.jsonout import dumps, message_dict
 
@@ -47,15 +54,18 @@ def _emitter(fmt: str, verbose: bool, hexdump: bool, no_color: bool, max_bytes: 
             out.write(dumps(message_dict(m, max_bytes)) + "\n")
 
         return emit
-    return text_renderer(no_color, verbose, hexdump, max_bytes).render
+    renderer = text_renderer(no_color, verbose, hexdump, max_bytes)
+    renderer.clock = clock
+    return renderer.render
 
 
 class _Session:
     """One capture: packets in, messages out, the counts for the closing line."""
 
     def __init__(self, emit: Callable[[Message], None], count: int | None, writer: Any,
-                 keep: Callable[[Message], bool] | None = None) -> None:
+                 keep: Callable[[Message], bool] | None = None, clock: TimeColumn | None = None) -> None:
         self.emit = emit
+        self.clock = clock if clock is not None and clock.needs_every_message else None  # -t d
         self.count = count
         self.writer = writer
         self.keep = keep  # the -Y display filter
@@ -73,6 +83,8 @@ class _Session:
             if self.done:
                 return
             self.messages += 1
+            if self.clock is not None:
+                self.clock.seen(m)
             if self.keep is None or self.keep(m):
                 self.emit(m)
                 self.shown += 1
@@ -85,7 +97,7 @@ class _Session:
         if self.overflow:
             parts.append(f"{self.overflow} dropped (decoder backlog full)")
         if self.writer is not None:
-            parts.append(f"{self.writer.packets} written to {write_path}")
+            parts.append(f"{self.writer.packets} written to {self.writer.describe()}")
         return "kdissect: " + ", ".join(parts)
 
     def run(self, cap: Any, pipe: Any, stop: _StopFlag, deadline: float | None) -> None:
@@ -117,6 +129,8 @@ class _Session:
                 sys.stdout.flush()
                 if writer is not None:
                     writer.flush()
+            if writer is not None:
+                writer.tick()
             if stop.count > 1:  # a second Ctrl-C: stop draining what the kernel captured
                 return
 
@@ -129,31 +143,45 @@ class _Session:
 @click.option("--duration", type=click.FloatRange(0, min_open=True), metavar="SECONDS",
               help="Stop after this many seconds.")
 @click.option("-w", "--write", "write_path", type=click.Path(dir_okay=False),
-              help="Also write the captured packets to this pcap file (readable by `kdissect read`).")
+              help="Also write the captured packets to this pcapng file (readable by `kdissect read`).")
+@click.option("-P", "--pcap", "pcap_format", is_flag=True, help="Write -w as classic pcap, not pcapng.")
+@click.option("-b", "--ring-buffer", "ring", multiple=True, metavar="KEY:VALUE",
+              help="Write -w as a ring buffer of files, as dumpcap: filesize:KB (1 kB = 1000 bytes), "
+                   "duration:SECONDS, packets:N switch files; files:N keeps the last N. Repeatable.")
+@click.option("--backend", type=click.Choice(["tpacket", "pcap"]), default=None,
+              help="How to capture: tpacket (AF_PACKET TPACKET_V3 ring, Linux; the default there) "
+                   "or pcap (the system libpcap; the default elsewhere).")
 @click.option("-F", "--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text",
               show_default=True, help="One line per message, or JSON Lines (schema: docs/json.md).")
 @click.option("-V", "--verbose", is_flag=True, help="Show the decoded field tree under each message.")
 @click.option("-x", "--hex", "hexdump", is_flag=True, help="Show a hex dump of each message's bytes.")
 @click.option("--no-color", is_flag=True, help="Plain text even on a terminal (NO_COLOR is honoured too).")
+@time_option
 @click.option("-B", "--buffer-size", type=click.IntRange(4, 4096), default=64, show_default=True,
               metavar="MIB", help="Kernel capture ring size in MiB (absorbs bursts while decoding).")
 @decode_options
 @preference_option
 def sniff(interface: str, bpf_filter: str, count: int | None, duration: float | None, write_path: str | None,
-          fmt: str, verbose: bool, hexdump: bool, no_color: bool, buffer_size: int,
+          pcap_format: bool, ring: tuple[str, ...], backend: str | None,
+          fmt: str, verbose: bool, hexdump: bool, no_color: bool, time_format: str, buffer_size: int,
           decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int, show_secrets: bool) -> None:
     """Capture on INTERFACE and print each message as soon as it is complete, each response
     with its response time. Ctrl-C or SIGTERM stops; one summary line goes to stderr."""
-    from kdissect.capture.live import LiveCapture
-    from kdissect.capture.pcapwriter import PcapWriter
+    from kdissect.capture.live import default_backend, open_live
+    from kdissect.capture.ring import parse_ring
     from kdissect.pipeline import Pipeline
 
+    spec = parse_ring(ring)
+    if spec is not None and not write_path:
+        raise UsageError("a ring buffer (-b) needs a file to write (-w FILE)")
     registry, opts = build(decode_as, max_bytes, max_decompressed, show_secrets)
-    emit = _emitter(fmt, verbose, hexdump, no_color, max_bytes)
     pipe = Pipeline(registry, opts, hold=False, capture=f"live:{interface}")
-    with LiveCapture(interface, bpf_filter, buffer_size) as cap, _StopFlag() as stop:
-        writer = PcapWriter(write_path, cap.linktype) if write_path else None
-        session = _Session(emit, count, writer, current_filter())
+    clock = time_column(time_format, pipe.counters)
+    emit = _emitter(fmt, verbose, hexdump, no_color, max_bytes, clock)
+    cap = open_live(backend or default_backend(), interface, bpf_filter, buffer_size)
+    with cap, _StopFlag() as stop:
+        writer = _writer(write_path, pcap_format, spec, cap.linktype, interface, bpf_filter)
+        session = _Session(emit, count, writer, current_filter(), clock)
         shown = f", filter {bpf_filter!r}" if bpf_filter else ""
         click.echo(f"kdissect: capturing on {interface}{shown} (link type {cap.linktype}); "
                    "Ctrl-C to stop", err=True)
@@ -164,7 +192,19 @@ def sniff(interface: str, bpf_filter: str, count: int | None, duration: float | 
             if writer is not None:
                 writer.close()
             _flush_quietly()
+            error = getattr(cap, "error", None)
+            if error:
+                click.echo(f"kdissect: capture stopped: {error}", err=True)
             click.echo(session.summary(cap.read_stats().dropped, write_path), err=True)
+
+
+def _writer(path: str | None, pcap: bool, spec: RingSpec | None, linktype: int, interface: str,
+            bpf_filter: str) -> CaptureWriter | None:
+    from kdissect.capture.ring import CaptureWriter, opener
+
+    if not path:
+        return None
+    return CaptureWriter(path, opener(pcap, linktype, interface, bpf_filter), spec)
 
 
 def _flush_quietly() -> None:

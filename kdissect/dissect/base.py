@@ -7,7 +7,7 @@ state (pending requests, negotiated versions) lives in the object its `new_state
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from kdissect.diagnostics import Catalogue
 from kdissect.dissect.keyinfo import KeyInfo
@@ -83,15 +83,39 @@ class Budget:
 MALFORMED_MARK = "(malformed)"
 
 
-class ConversationState:
-    """What a dissector keeps per TCP conversation: its pending requests. A protocol that keeps
-    more subclasses it with typed attributes (KafkaConversation, PulsarConversation,
-    ZkConversation) and returns that from new_state()."""
+T = TypeVar("T")
 
-    __slots__ = ("pending",)
+
+class CaptureState:
+    """What dissectors learn over a whole capture and share between its conversations (Kafka's
+    topic ids and names: a client learns them on one broker connection and uses them on
+    another). One object per class, made on first use by calling the class without arguments;
+    each keeps its own bound on what it holds. The pipeline gives one to every conversation of
+    a capture (`ConversationState.capture`)."""
+
+    __slots__ = ("_objects",)
+
+    def __init__(self) -> None:
+        self._objects: dict[type, object] = {}
+
+    def get(self, cls: type[T]) -> T:
+        obj = self._objects.get(cls)
+        if not isinstance(obj, cls):
+            obj = self._objects[cls] = cls()
+        return obj
+
+
+class ConversationState:
+    """What a dissector keeps per TCP conversation: its pending requests, and `capture`, what is
+    shared with the other conversations of the capture (a conversation's own until the pipeline
+    sets the capture's). A protocol that keeps more subclasses it with typed attributes
+    (KafkaConversation, PulsarConversation, ZkConversation) and returns that from new_state()."""
+
+    __slots__ = ("pending", "capture")
 
     def __init__(self, max_pending: int = 1024) -> None:
         self.pending: Matcher[Any] = Matcher(max_pending)
+        self.capture = CaptureState()
 
 
 # A protocol's typed Spark column, as data: (column, SQL type, JSON paths) per member, the SQL
@@ -111,6 +135,10 @@ class Dissector(Protocol):
     style: str  # the protocol column's colour in the packet list (a rich style)
     columns: Projection  # the protocol's struct column in the Spark messages table
     diagnostics: Catalogue  # every diagnostic the protocol attaches (its <proto>/diagnostics.py)
+    # Whether one conversation teaches what others use (CaptureState): a worker that decodes a
+    # share of a capture (Pipeline's flow_filter) then decodes the other shares' conversations of
+    # this protocol too, quietly, so that its output equals the single-process run.
+    learns_across_conversations: bool
 
     def holds_secrets(self, msg: Message) -> bool:
         """Whether bytes of msg that were not decoded may hold a credential (its operation

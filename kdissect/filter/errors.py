@@ -18,3 +18,16 @@ class FilterError(UsageError):
         head = f"filter: {message} at column {self.pos + 1}: "
         caret = " " * (len(prefix) + len(head) + self.pos) + "^"
         super().__init__(f"{head}{expr}\n{caret}")
+
+
+class UnknownNameError(FilterError):
+    """A field name no protocol has, or a name no value of an enum field has: an error block as
+    tshark writes it (what is unknown, the expression, a caret under it, the closest names)."""
+
+    def __init__(self, message: str, expr: str, pos: int, close: list[str]) -> None:
+        super().__init__(message, expr, pos)
+        self.close = close
+        lines = [f"-Y: {message}", self.expr, " " * self.pos + "^"]
+        if close:
+            lines.append(f"did you mean {close[0]}?")
+        self.args = ("\n".join(lines),)

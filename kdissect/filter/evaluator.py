@@ -13,8 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kdissect.filter.errors import FilterError
-from kdissect.filter.keys import PRESENT, atoms, compile_key
+from kdissect.filter import names
+from kdissect.filter.errors import FilterError, UnknownNameError
+from kdissect.filter.keys import ALIASES, KDISSECT, PRESENT, atoms, compile_key
+from kdissect.filter.names import Vocabulary, suggestions
 from kdissect.filter.nodes import (
     WORD_LIT,
     And,
@@ -188,18 +190,44 @@ class _Compiler:
         if isinstance(node, Compare):
             return self.compare(node)
         if isinstance(node, In):
-            tests = [self.item(i) for i in node.items]
-            return _any_value(self.key(node.ref, True), any_of(tests))
+            find = self.key(node.ref, True)
+            tests = [self.item(node.ref, i) for i in node.items]
+            return _any_value(find, any_of(tests))
         raise TypeError(f"not a filter node: {node!r}")
 
     def key(self, ref: FieldRef, valued: bool) -> Callable[[Message], list[Any]]:
+        self.check_name(ref)
         find = compile_key(ref.name, self.expr, ref.pos, self.protocols)
         if valued and "." not in ref.name:
             raise FilterError(f"a protocol name ({ref.name}) takes no value", self.expr, ref.pos)
         return find
 
+    def check_name(self, ref: FieldRef) -> None:
+        """A name no protocol has: an error with the closest known names."""
+        name = ALIASES.get(ref.name, ref.name)
+        proto = name.partition(".")[0]
+        vocs = names.vocabularies(self.protocols)
+        if proto == "kdissect" or proto not in vocs or vocs[proto].knows(name):
+            return
+        raise UnknownNameError(f'"{ref.name}" is neither a field nor a protocol name.', self.expr, ref.pos,
+                               suggestions(ref.name, _known_names(vocs)))
+
+    def check_value(self, ref: FieldRef, lit: Literal) -> None:
+        """A word compared with an enum key that names none of its values: an error with the
+        closest names."""
+        if is_number(lit.text) or ref.name.partition(".")[0] == "kdissect":
+            return
+        voc = names.vocabularies(self.protocols).get(ref.name.partition(".")[0])
+        known = voc.values_of(ref.name) if voc is not None else None
+        if not known or lit.text.lower() in {n.lower() for n in known}:
+            return
+        raise UnknownNameError(f'"{lit.text}" is not a value of {ref.name}.', self.expr, lit.pos,
+                               suggestions(lit.text, known))
+
     def compare(self, node: Compare) -> Predicate:
         find = self.key(node.ref, True)
+        if node.op in ("==", "!="):
+            self.check_value(node.ref, node.value)
         val = Value.of(node.value)
         op = node.op
         if op == "!=":
@@ -215,10 +243,18 @@ class _Compiler:
             test = matches(val, node.value, self.expr)
         return _any_value(find, test)
 
-    def item(self, item: Literal | Range) -> Test:
+    def item(self, ref: FieldRef, item: Literal | Range) -> Test:
         if isinstance(item, Range):
             return in_range(Value.of(item.lo), Value.of(item.hi))
+        self.check_value(ref, item)
         return equals(Value.of(item))
+
+
+def _known_names(vocs: dict[str, Vocabulary]) -> list[str]:
+    out = [f"kdissect.{k}" for k in KDISSECT] + list(ALIASES)
+    for voc in vocs.values():
+        out += [voc.name, *voc.all_names()]
+    return out
 
 
 def _any_value(find: Callable[[Message], list[Any]], test: Test) -> Predicate:

@@ -3,7 +3,8 @@
 - `<protocol>` (a name `kdissect protocols` lists): the message is of that protocol.
 - `<protocol>.<path>`: the dotted path in the message's field tree, exactly as in the JSON export
   (`message_dict(m)["fields"]`). Arrays are transparent: `kafka.topics.name` is every topic
-  name. `<path>_name` is the symbolic name of an ENUM/FLAGS field (the JSON `_name` sibling);
+  name. `<path>_name` is the symbolic name of an ENUM/FLAGS field (the JSON `_name` sibling),
+  `<path>_text` the text of a byte string that is printable UTF-8 (the JSON `_text` sibling);
   `<path>.value` is the value of a field that also has sub-fields.
 - `<protocol>.<key>` when the message has no field at that path: `msg.info[key]` (op, error,
   topic, path, ...).
@@ -20,7 +21,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kdissect.filter.errors import FilterError
-from kdissect.model import ARRAY, ENUM, FLAGS, STRUCT, TIME_MS, Field, Message
+from kdissect.model import ARRAY, ENUM, FLAGS, RAW, STRUCT, TIME_MS, Field, Message
+from kdissect.render.jsonout import printable
 
 Nodes = Callable[[Message], list[Field]]
 PRESENT = object()  # the value of a struct or array: it exists, it has no scalar value
@@ -103,7 +105,78 @@ def compile_key(name: str, expr: str = "", pos: int = 0, protocols: Iterable[str
         raise FilterError(f"unknown protocol or field {name!r}", expr or name, pos)
     if not path:
         return lambda m: [_present(proto)] if m.protocol == proto else []
+    alias = protocol_alias(proto, name)
+    if alias is not None:
+        return _alias(proto, alias[0], alias[1], expr, pos)
     return _tree(proto, tuple(path.split(".")))
+
+
+def protocol_alias(proto: str, name: str) -> tuple[str, tuple[str, ...]] | None:
+    """A protocol's alias (Wireshark's name): (kind, targets), or None."""
+    from kdissect.filter import names
+
+    voc = names.vocabularies((proto,)).get(proto)
+    return voc.aliases.get(name) if voc is not None else None
+
+
+def _alias(proto: str, kind: str, targets: tuple[str, ...], expr: str, pos: int) -> Nodes:
+    """Every field of an alias's targets, in the order they are named; `kind` ("request",
+    "response") restricts it to those messages."""
+    finders: list[Nodes] = []
+    paths: list[tuple[str, ...]] = []
+    for t in targets:
+        if t.startswith("info:"):
+            finders.append(_info_finder(t[5:]))
+        elif t.startswith("kdissect."):
+            finders.append(_kdissect(t[9:], t, expr, pos))
+        else:
+            paths.append(tuple(t.split(".")))
+    if paths:
+        trie = _trie(paths)
+        finders.append(lambda m: find_paths(m.fields, trie))
+
+    def find(m: Message) -> list[Field]:
+        if m.protocol != proto or (kind and m.kind != kind):
+            return []
+        if len(finders) == 1:
+            return finders[0](m)
+        return [f for get in finders for f in get(m)]
+
+    return find
+
+
+def _info_finder(key: str) -> Nodes:
+    return lambda m: info_nodes(m.info, key)
+
+
+Trie = dict[str, tuple[bool, "Trie"]]
+
+
+def _trie(paths: Iterable[tuple[str, ...]]) -> Trie:
+    root: Trie = {}
+    for parts in paths:
+        level = root
+        for i, part in enumerate(parts):
+            end, below_ = level.get(part, (False, {}))
+            level[part] = (end or i == len(parts) - 1, below_)
+            level = below_
+    return root
+
+
+def find_paths(fields: list[Field], trie: Trie) -> list[Field]:
+    """Every field at any of several dotted paths (a trie of their parts), arrays transparent,
+    in tree order: one walk, whatever the number of paths."""
+    out: list[Field] = []
+    for f in fields:
+        hit = trie.get(f.name)
+        if hit is None:
+            continue
+        end, sub = hit
+        if end:
+            out.append(f)
+        if sub:
+            out.extend(find_paths(below(f), sub))
+    return out
 
 
 def _present(name: str) -> Field:
@@ -193,9 +266,25 @@ def _special(level: list[Field], parents: list[Field], part: str) -> list[Field]
         base = part[:-5]
         return [Field(part, f.display) for f in level
                 if f.name == base and f.display is not None and f.hint in (ENUM, FLAGS)]
+    if part.endswith("_text"):
+        return _texts(level, part)
     if part == "value":
         return [Field(part, p.value) for p in parents if p.children and p.hint not in (STRUCT, ARRAY)]
     return []
+
+
+def _texts(level: list[Field], part: str) -> list[Field]:
+    """`<path>_text`: the text of a byte string that is printable UTF-8 (the JSON `_text`
+    sibling)."""
+    base = part[:-5]
+    out = []
+    for f in level:
+        v = f.value
+        if f.name == base and isinstance(v, (bytes, bytearray, memoryview)) and f.hint != RAW and not f.children:
+            text = printable(bytes(v))
+            if text is not None:
+                out.append(Field(part, text))
+    return out
 
 
 def atoms(nodes: list[Field]) -> list[tuple[Any, str | None]]:

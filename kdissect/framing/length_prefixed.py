@@ -17,6 +17,7 @@ from typing import Protocol
 
 from kdissect.diagnostics import TRANSPORT
 from kdissect.model import Diagnostic, Pdu
+from kdissect.text import plural
 
 BoundaryProbe = Callable[[bytes], bool]
 
@@ -43,7 +44,7 @@ def gap_diag(lost: int, frame_before: int, frame_after: int) -> Diagnostic:
     """The `tcp.gap` diagnostic: `lost` bytes of the stream were not captured."""
     return TRANSPORT(
         "tcp.gap",
-        f"{lost} bytes missing from the capture between frames {frame_before} and {frame_after}",
+        f"{plural(lost, 'byte')} missing from the capture between frames {frame_before} and {frame_after}",
     )
 
 
@@ -338,5 +339,5 @@ class LengthPrefixedFramer:
         where = f" (frames {frames[0]}-{frames[-1]})" if frames else ""
         self.pending_diags.append(TRANSPORT(
             "framing.resync",
-            f"skipped {n} bytes to the next message boundary{where}",
+            f"skipped {plural(n, 'byte')} to the next message boundary{where}",
         ))

@@ -37,6 +37,7 @@ cdef object _ops():
         _py["length"] = ops.length
         _py["_array_cap"] = ops._array_cap
         _py["tagged_section"] = ops.tagged_section
+        _py["display_of"] = ops.display_of
         ArrayCap = ops.ArrayCap
     return _py
 
@@ -187,6 +188,7 @@ cdef class _Fixed(Dec):
     cdef Py_ssize_t size
     cdef int kind
     cdef object unpack
+    cdef object hint, names  # ops.display_of(name): the Field's hint, its value names or None
 
     cdef object dec(self, object r, object ctx):
         buf = r.buf
@@ -197,7 +199,8 @@ cdef class _Fixed(Dec):
             v = self.unpack(buf, p)[0]
         else:
             v = _int_at(<const unsigned char*>PyBytes_AS_STRING(buf) + p, self.kind)
-        return new_field(self.name, v, p, self.size, None, None, None, None)
+        display = None if self.names is None else self.names.get(v)
+        return new_field(self.name, v, p, self.size, None, self.hint, display, None)
 
 
 cdef class _ErrorCode(Dec):
@@ -240,6 +243,7 @@ def fixed(name, typ, flags):
     cdef _Fixed d = _Fixed.__new__(_Fixed)
     d.name, d.pure, d.message = name, py["fixed"](name, typ, flags), f"{name}: {typ} past the end"
     d.size, d.kind, d.unpack = size, _KINDS.get(typ, K_OTHER), unpack
+    d.hint, d.names = py["display_of"](name)
     return d
 
 

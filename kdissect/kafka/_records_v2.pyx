@@ -37,7 +37,7 @@ cdef object RECORD_COLUMNS, CONTROL_COLUMNS, HEADER_COLUMNS, CONTROL_TYPES
 cdef object ARRAY, ENUM, STRUCT
 cdef int64_t LOG_APPEND_TIME, CONTROL
 cdef object _pure_decode, _pure_count, _crc32c, _flags_display, ATTRIBUTE_FLAGS, _NAMES
-cdef object FLAGS, RAW, TIME_MS
+cdef object FLAGS, HEX, RAW, TIME_MS
 cdef int64_t DELETE_HORIZON, MIN_RECORD
 cdef Py_ssize_t HEADER_SIZE, CRC_FROM
 cdef dict _displays = {}  # attributes -> flags_display(attributes, ATTRIBUTE_FLAGS)
@@ -252,7 +252,7 @@ def record_elements(buf, pos, end, count, declared, attributes, base_offset, bas
         ctx.records += 1
     else:
         if limit != p:
-            ctx.add("records.trailing", f"{limit - p} bytes after the last of {count} records",
+            ctx.add("records.trailing", f"{plural(limit - p, 'byte')} after the last of {count} records",
                     p if real else where)
     return elements
 
@@ -319,7 +319,9 @@ def decode_batch(buf, start, end, ctx, real):
             value = _be(data + 17, 4) & 0xFFFFFFFF
         else:
             value = _be(data + _OFF[i], _SIZE[i])
-        if i == 5:
+        if i == 4:
+            children.append(new_field(_NAMES[i], value, off, _SIZE[i], None, HEX, None, None))
+        elif i == 5:
             children.append(new_field(_NAMES[i], value, off, _SIZE[i], None, FLAGS, display, None))
         elif i == 7 or i == 8:
             children.append(new_field(_NAMES[i], value, off, _SIZE[i], None, TIME_MS, None,
@@ -366,7 +368,8 @@ import importlib
 
 from kdissect import accel
 from kdissect.errors import DecodeError
-from kdissect.model import ARRAY, ENUM, FLAGS, RAW, STRUCT, TIME_MS
+from kdissect.model import ARRAY, ENUM, FLAGS, HEX, RAW, STRUCT, TIME_MS
+from kdissect.text import plural
 from kdissect.wire.reader import WireReader
 
 _py = importlib.import_module("kdissect.kafka.records_v2")

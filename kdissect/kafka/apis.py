@@ -12,6 +12,11 @@ from __future__ import annotations
 
 from kdissect.kafka.schema_types import Api
 
+# The upstream tree most specification files come from, and its Apache Kafka version
+# (None: not recorded).
+SPEC_SOURCE: str | None = 'apache/kafka@678c0e07e4733c5a592e52046dc2c4e1625587f1'
+SPEC_VERSION: str | None = '4.4.0-SNAPSHOT'
+
 APIS: dict[int, Api] = {
     0: Api('Produce', 3, 13, 9),
     1: Api('Fetch', 4, 18, 12),

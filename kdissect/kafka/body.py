@@ -15,7 +15,7 @@ from typing import Any
 
 from kdissect.dissect.base import Budget, Options
 from kdissect.errors import DecodeError
-from kdissect.kafka import hooks
+from kdissect.kafka import hooks, topicids
 from kdissect.kafka.apis import APIS
 from kdissect.kafka.conversation import KafkaConversation
 from kdissect.kafka.diagnostics import DIAGNOSTICS
@@ -25,6 +25,7 @@ from kdissect.kafka.ops import ArrayCap, Ctx
 from kdissect.kafka.plan import plan_for
 from kdissect.kafka.summary import summarise
 from kdissect.model import ENUM, RAW, Diagnostic, Field, undecoded
+from kdissect.text import plural
 from kdissect.wire.reader import WireReader
 
 
@@ -108,7 +109,7 @@ def _finish(out: Body, api_key: int, is_request: bool, r: WireReader, ctx: Ctx, 
     out.diagnostics += ctx.diags
     if r.remaining:
         # TRAILING_BYTES: Kafka's parsers ignore bytes after a complete body; keep them raw.
-        out.diagnostics.append(DIAGNOSTICS("trailing_bytes", f"{r.remaining} bytes after the body", r.pos))
+        out.diagnostics.append(DIAGNOSTICS("trailing_bytes", f"{plural(r.remaining, 'byte')} after the body", r.pos))
         out.fields.append(_raw(r, "trailing"))
     _facts(out, api_key, is_request, ctx)
 
@@ -179,6 +180,7 @@ def _capped(out: Body, api_key: int, is_request: bool, r: WireReader, ctx: Ctx, 
 
 def _facts(out: Body, api_key: int, is_request: bool, ctx: Ctx) -> None:
     info = out.info
+    topicids.note(api_key, is_request, out.fields, ctx)
     topics = list(dict.fromkeys(ctx.topics))
     if topics:
         info["topics"] = topics

@@ -22,6 +22,7 @@ from kdissect.kafka.headers import (
 from kdissect.kafka.infer import infer_response
 from kdissect.kafka.sasl import decode_sasl_auth_bytes
 from kdissect.model import Field, Group, Message, Severity
+from kdissect.text import plural
 from kdissect.wire.reader import WireReader
 
 PRODUCE = 0
@@ -78,12 +79,22 @@ class KafkaDissector:
     style = "cyan"
     columns = COLUMNS
     diagnostics = DIAGNOSTICS
+    # Topic ids learned on one connection name topics on another (kafka/topicids.py).
+    learns_across_conversations = True
 
     def holds_secrets(self, msg: Message) -> bool:
         return msg.info.get("op_code") in hooks.CREDENTIAL_APIS or msg.info.get("op") == "SaslToken"
 
     def field_keys(self) -> list[KeyInfo] | None:
         return fieldkeys.field_keys()
+
+    def field_aliases(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """Wireshark's Kafka field names: name -> (message kind or "", target keys)."""
+        return fieldkeys.aliases()
+
+    def value_names(self, path: str) -> tuple[str, ...] | None:
+        """The symbolic names an enum key's values compare with, or None."""
+        return fieldkeys.value_names(path)
 
     # -- detection ---------------------------------------------------------------------
 
@@ -157,7 +168,7 @@ class KafkaDissector:
             return False
         msg.kind = "request" if msg.to_server else "response"
         msg.expects_response = False
-        msg.summary = f"SASL token {msg.kind} ({len(msg.data) - 4} bytes)"
+        msg.summary = f"SASL token {msg.kind} ({plural(len(msg.data) - 4, 'byte')})"
         mechanism = state.sasl_mechanism
         msg.info.update(op="SaslToken", sasl_mechanism=mechanism)
         token = msg.data[4:]

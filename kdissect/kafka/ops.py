@@ -19,8 +19,9 @@ from kdissect.dissect.partial import keep_partial
 from kdissect.errors import BadLength, DecodeError, Truncated
 from kdissect.kafka.conversation import KafkaConversation
 from kdissect.kafka.diagnostics import DIAGNOSTICS
+from kdissect.kafka.displays import VALUE_NAMES
 from kdissect.kafka.error_codes import error_name
-from kdissect.model import ARRAY, BYTES, ENUM, RAW, STRUCT, TIME_MS, Diagnostic, Field
+from kdissect.model import ARRAY, BYTES, ENUM, RAW, STRUCT, TIME_MS, Diagnostic, Field, duration_hint
 from kdissect.wire.reader import WireReader
 
 
@@ -78,19 +79,30 @@ MIN_SIZE = {"int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64"
             "float64": 8, "bool": 1, "uuid": 16, "string": 1, "bytes": 1, "records": 1}
 
 
+def display_of(name: str) -> tuple[str | None, dict[int, str] | None]:
+    """The hint of a number without a schema flag, and the names of its values: ENUM with the
+    names of displays.VALUE_NAMES ("acks"), a duration by its name ("timeout_ms"), else none."""
+    names = VALUE_NAMES.get(name)
+    if names is not None:
+        return ENUM, names
+    return duration_hint(name), None
+
+
 def fixed(name: str, typ: str, flags: str) -> Dec:
     size, unpack = _FIXED[typ]
     if "E" in flags:
         return _error_code(name)
     if "M" in flags:
         return _timestamp(name, unpack)
+    hint, names = display_of(name)
 
     def dec(r: WireReader, ctx: Ctx) -> Field:
         p = r.pos
         if p + size > r.end:
             raise Truncated(f"{name}: {typ} past the end", p)
         r.pos = p + size
-        return Field(name, unpack(r.buf, p)[0], p, size)
+        v = unpack(r.buf, p)[0]
+        return Field(name, v, p, size, None, hint, None if names is None else names.get(v))
     return dec
 
 

@@ -22,6 +22,7 @@ from kdissect.kafka.records import decode_records
 from kdissect.kafka.sasl import decode_sasl_auth_bytes
 from kdissect.kafka.schema_messages import EMBEDDED, REQUESTS, RESPONSES, FieldRow
 from kdissect.model import BYTES, RAW, SECRET, STRUCT, Field
+from kdissect.text import plural
 from kdissect.wire.reader import WireReader
 
 _SCALARS: dict[str, Callable[[str, str, str], Dec]] = {
@@ -215,7 +216,7 @@ def _secret(f: Field, r: WireReader, ctx: Ctx) -> Field:
     if ctx.opts.show_secrets:
         return f
     size = len(f.value)
-    return Field(f.name, f"<redacted {size} bytes>", f.offset + f.length - size, size, hint=SECRET)
+    return Field(f.name, f"<redacted {plural(size, 'byte')}>", f.offset + f.length - size, size, hint=SECRET)
 
 
 _CONTENT: dict[Carried, Content] = {

@@ -16,7 +16,7 @@ from kdissect.kafka.records_common import (
     time_leaf,
     walk,
 )
-from kdissect.model import FLAGS, RAW, Field, array, struct
+from kdissect.model import FLAGS, HEX, RAW, Field, array, struct
 from kdissect.text import plural
 from kdissect.wire.reader import WireReader
 
@@ -49,7 +49,7 @@ def _message(buf: bytes, start: int, end: int, ctx: Ctx, real: bool, top: bool) 
     children = [
         leaf("offset", offset, start, 8, real),
         leaf("message_size", end - start - 12, start + 8, 4, real),
-        leaf("crc", crc, start + 12, 4, real),
+        leaf("crc", crc, start + 12, 4, real, HEX),
         leaf("magic", magic, start + 16, 1, real),
         leaf("attributes", attrs, start + 17, 1, real, FLAGS, flags_display(attrs, ATTRIBUTE_FLAGS)),
     ]
@@ -80,7 +80,7 @@ def _key_value(buf: bytes, pos: int, end: int, magic: int, attrs: int, ctx: Ctx,
     vat = r.pos + 4
     value = r.bytes32()
     if r.remaining:
-        ctx.add("records.trailing", f"{r.remaining} bytes after the message value",
+        ctx.add("records.trailing", f"{plural(r.remaining, 'byte')} after the message value",
                 r.pos if real else -1)
     out = [bytes_leaf("key", key, kat, len(key or b""), real)]
     codec = attrs & 0x07
@@ -97,7 +97,7 @@ def _key_value(buf: bytes, pos: int, end: int, magic: int, attrs: int, ctx: Ctx,
         if data is not None:
             inner = walk(data, 0, len(data), ctx, False, False, _INNER)
             f = array("records", inner, vat if real else -1, len(value))
-            f.label = f"records ({plural(len(inner), 'message')}, {len(data)} bytes decompressed)"
+            f.label = f"records ({plural(len(inner), 'message')}, {plural(len(data), 'byte')} decompressed)"
             out.append(f)
     return out
 

@@ -17,8 +17,9 @@ from kdissect.kafka.records_common import (
     leaf,
     time_leaf,
 )
-from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, TIME_MS, Field, Row, array
+from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, HEX, RAW, STRUCT, TIME_MS, Field, Row, array
 from kdissect.model import struct as mkstruct
+from kdissect.text import plural
 from kdissect.wire.reader import WireReader
 from kdissect.wire.varint import varint_at
 
@@ -87,6 +88,8 @@ def _header_field(name: str, value: int, off: int, size: int, real: bool) -> Fie
         return time_leaf(name, value, off, size, real)
     if name == "attributes":
         return leaf(name, value, off, size, real, FLAGS, flags_display(value, ATTRIBUTE_FLAGS))
+    if name == "crc":
+        return leaf(name, value, off, size, real, HEX)
     return leaf(name, value, off, size, real)
 
 
@@ -115,7 +118,7 @@ def _records(buf: bytes, start: int, end: int, hdr: dict[str, int], ctx: Ctx, re
                                hdr["base_timestamp"], hdr["max_timestamp"], ctx, rreal, where)
     f = array("records", elements, start if real else -1, end - start)
     if codec:
-        f.label = f"records ({codec_name(codec)}, {len(rbuf)} bytes decompressed)"
+        f.label = f"records ({codec_name(codec)}, {plural(len(rbuf), 'byte')} decompressed)"
     return f
 
 
@@ -145,7 +148,7 @@ def record_elements(buf: bytes, pos: int, end: int, count: int, declared: int, a
     else:
         if r.remaining:
             ctx.add("records.trailing",
-                    f"{r.remaining} bytes after the last of {count} records", r.pos if real else where)
+                    f"{plural(r.remaining, 'byte')} after the last of {count} records", r.pos if real else where)
     return elements
 
 

@@ -18,6 +18,7 @@ class PortTally:
 @dataclass(slots=True)
 class Counters:
     frames: int = 0
+    first_ts: float | None = None  # the time of the first packet, of any kind (the time column's origin)
     tcp_segments: int = 0
     conversations: int = 0
     messages: int = 0

@@ -8,9 +8,10 @@ no dissector took, and tells the observers.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Protocol
 
-from kdissect.dissect.base import Dissector, Options, run_dissector
+from kdissect.dissect.base import CaptureState, Dissector, Options, run_dissector
 from kdissect.model import Match, Message, Pdu
 from kdissect.pipeline.counters import Counters
 from kdissect.pipeline.decoding import Decoding
@@ -52,6 +53,9 @@ class Decoder:
         self.skipped: set[int] = set()  # indices of open conversations flow_filter rejected
         self.given_up: dict[int, str] = {}  # open conversations detection gave up on -> first_bytes
         self.keylog = KeyLog(opts.tls_keylog) if opts.tls_keylog else None
+        self.shared = CaptureState()  # what the dissectors learn over the capture (dissect/base.py)
+        # Conversations another worker outputs, decoded for what they teach: records counted only.
+        self.quiet_opts = replace(opts, decode_records=False, record_detail=False)
 
     # -- the Tracker's Upper interface ---------------------------------------------------
 
@@ -63,9 +67,6 @@ class Decoder:
     def events(self, conv: Conversation[Decoding], side: int, events: list[Event]) -> None:
         tls = conv.tls
         if tls is None and conv.app is None and not any(conv.held_bytes) and _starts_tls(events):
-            if conv.index in self.skipped:
-                conv.make_passive()  # another worker decodes it
-                return
             tls = conv.tls = TlsConnection(self.keylog)
         if tls is not None:
             events = tls.feed(side, events)
@@ -89,6 +90,8 @@ class Decoder:
             self.counters.undecoded_conversation(conv, first_bytes(conv) if kind is None else kind)
         if conv.index in self.skipped:
             self.skipped.discard(conv.index)
+            if conv.app is not None:
+                self._flush(conv.app, conv)  # what its last messages teach
             return
         if conv.app is not None:
             self._flush(conv.app, conv)
@@ -106,7 +109,7 @@ class Decoder:
                 conv.ignore()
             return
         self.counters.recognised += 1
-        if conv.index in self.skipped:
+        if conv.index in self.skipped and not found[0].learns_across_conversations:
             conv.make_passive()  # another worker decodes it
             return
         self._start(conv, *found)
@@ -114,7 +117,8 @@ class Decoder:
     def _start(self, conv: Conversation[Decoding], dissector: Dissector, client: int) -> None:
         if conv.client is None:
             conv.client = client
-        conv.app = app = Decoding.start(dissector, conv.client, conv.syn_seen)
+        conv.app = app = Decoding.start(dissector, conv.client, conv.syn_seen, self.shared)
+        app.quiet = conv.index in self.skipped  # another worker outputs it
         for side, events in conv.take_held():
             self._decode(app, conv, side, events)
 
@@ -127,6 +131,9 @@ class Decoder:
 
     def _dissect(self, app: Decoding, conv: Conversation[Decoding], side: int, pdu: Pdu) -> None:
         msg = Message(pdu, conv.index, conv.names[side], conv.names[1 - side], app.dissector.name)
+        if app.quiet:
+            run_dissector(app.dissector, msg, app.state, self.quiet_opts)
+            return
         msg.capture = self.capture
         if conv.tls is not None:
             msg.tls = conv.tls.info

@@ -7,10 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kdissect.diagnostics import TRANSPORT
-from kdissect.dissect.base import ConversationState, Dissector
+from kdissect.dissect.base import CaptureState, ConversationState, Dissector
 from kdissect.framing.length_prefixed import BoundaryProbe, Framer
 from kdissect.model import Diagnostic, Pdu
 from kdissect.stream.reassembly import Data, Event, Gap, Overlap
+from kdissect.text import plural
 
 
 @dataclass(slots=True)
@@ -19,11 +20,16 @@ class Decoding:
     state: ConversationState
     framers: tuple[Framer, Framer]
     messages: int = 0
+    quiet: bool = False  # decoded only for what it teaches the capture's other conversations
 
     @classmethod
-    def start(cls, dissector: Dissector, client: int, synced: list[bool]) -> Decoding:
-        """Framers for both sides; `synced[side]`: whether that side's stream start was captured."""
+    def start(cls, dissector: Dissector, client: int, synced: list[bool],
+              capture: CaptureState | None = None) -> Decoding:
+        """Framers for both sides; `synced[side]`: whether that side's stream start was captured;
+        `capture`: what the capture's conversations share (the state's own when None)."""
         state = dissector.new_state()
+        if capture is not None:
+            state.capture = capture
         framers = (_framer(dissector, client == 0, state, synced[0]),
                    _framer(dissector, client == 1, state, synced[1]))
         return cls(dissector, state, framers)
@@ -57,5 +63,5 @@ def _boundary(d: Dissector, to_server: bool, state: ConversationState) -> Bounda
 
 def _overlap_diag(ev: Overlap) -> Diagnostic:
     return TRANSPORT("tcp.overlap",
-                     f"frame {ev.frame} retransmits {ev.length} bytes that differ from those first "
+                     f"frame {ev.frame} retransmits {plural(ev.length, 'byte')} that differ from those first "
                      "captured (the first-seen bytes are used)")

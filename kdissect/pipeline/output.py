@@ -13,6 +13,7 @@ from collections.abc import Callable
 from kdissect.diagnostics import TRANSPORT
 from kdissect.model import SECRET, Field, Message, tree_secret_ranges
 from kdissect.pipeline.counters import Counters
+from kdissect.text import plural
 
 HOLD_MESSAGES = 2_000  # requests waiting for their response hold back output at most this long
 HOLD_SECONDS = 120.0  # ... or this much capture time
@@ -117,6 +118,6 @@ def _emptied(f: Field) -> Field:
     label = f"{f.label or f.name} (not kept)"
     if f.children is None:
         return Field(f.name, None, f.offset, f.length, None, f.hint, None, label)
-    secrets = [Field("redacted", f"<redacted {n} bytes>", at, n, None, SECRET)
+    secrets = [Field("redacted", f"<redacted {plural(n, 'byte')}>", at, n, None, SECRET)
                for at, n in tree_secret_ranges([f])]
     return Field(f.name, None, f.offset, f.length, secrets, f.hint, None, label)

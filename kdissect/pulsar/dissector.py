@@ -23,6 +23,7 @@ from kdissect.pulsar.diagnostics import DIAGNOSTICS
 from kdissect.pulsar.payload import PayloadFacts, decode_payload
 from kdissect.pulsar.protowire import WalkContext, walk
 from kdissect.pulsar.summary import error_of, summarize
+from kdissect.text import plural
 from kdissect.wire.reader import WireReader
 from kdissect.wire.varint import uvarint_at
 
@@ -56,6 +57,7 @@ class PulsarDissector:
     style = "magenta"
     columns = COLUMNS
     diagnostics = DIAGNOSTICS
+    learns_across_conversations = False
 
     def holds_secrets(self, msg: Message) -> bool:
         return msg.info.get("op") in CREDENTIAL_COMMANDS
@@ -154,7 +156,7 @@ def _rest(msg: Message, r: WireReader, type_name: str, ctx: WalkContext,
         return None, False
     at = r.pos
     if type_name not in PAYLOAD_TYPES:
-        ctx.note("trailing", f"{r.remaining} bytes after a {type_name} command", at)
+        ctx.note("trailing", f"{plural(r.remaining, 'byte')} after a {type_name} command", at)
         n = r.remaining
         msg.fields.append(Field("trailing", r.rest(), at, n, hint=RAW))
         return None, False

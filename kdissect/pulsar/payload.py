@@ -18,8 +18,9 @@ import crc32c
 from kdissect.dissect.base import Options
 from kdissect.dissect.partial import inline_partial, keep_partial
 from kdissect.errors import DecodeError, Truncated
-from kdissect.model import BYTES, ENUM, RAW, STRUCT, Diagnostic, Field, array, struct
+from kdissect.model import BYTES, ENUM, HEX, RAW, STRUCT, Diagnostic, Field, array, struct
 from kdissect.pulsar.protowire import WalkContext, walk
+from kdissect.text import plural
 from kdissect.wire.codecs import CodecError, CodecUnavailable, decompress
 from kdissect.wire.reader import WireReader
 
@@ -50,7 +51,7 @@ def decode_payload(data: bytes, pos: int, ctx: WalkContext, opts: Options) -> tu
         if r.remaining >= 2 and r.peek(2) == MAGIC_BROKER_ENTRY.to_bytes(2, "big"):
             out.append(_broker_entry(r, ctx))
         if r.remaining >= 2 and r.peek(2) == MAGIC_CRC32C.to_bytes(2, "big"):
-            out.append(Field("magic", MAGIC_CRC32C, r.pos, 2, display="0x0e01"))
+            out.append(Field("magic", MAGIC_CRC32C, r.pos, 2, hint=HEX))
             r.skip(2)
             out.extend(_checksum(r, data, ctx, facts))
         else:
@@ -88,7 +89,7 @@ def _walk_sized(r: WireReader, size: int, message: str, ctx: WalkContext) -> lis
 def _broker_entry(r: WireReader, ctx: WalkContext) -> Field:
     at = r.pos
     r.skip(2)
-    children = [Field("magic", MAGIC_BROKER_ENTRY, at, 2, display="0x0e02")]
+    children = [Field("magic", MAGIC_BROKER_ENTRY, at, 2, hint=HEX)]
     try:
         size = r.uint32()
         children.append(Field("size", size, at + 2, 4))
@@ -103,7 +104,7 @@ def _checksum(r: WireReader, data: bytes, ctx: WalkContext, facts: PayloadFacts)
     at = r.pos - 2
     value = r.uint32()
     total = int.from_bytes(data[0:4], "big") + 4 if len(data) >= 4 else -1
-    fields = [Field("checksum", value, at + 2, 4)]
+    fields = [Field("checksum", value, at + 2, 4, hint=HEX)]
     if total != len(data):
         fields.append(Field("checksum_status", "unverified (incomplete frame)", at + 2, 4))
         return fields
@@ -149,7 +150,7 @@ def _payload(data: bytes, start: int, end: int, meta: Field, ctx: WalkContext, o
         return [payload]
     if facts.compression != "NONE":
         payload = Field("payload", body, start, end - start, hint=BYTES,
-                        label=f"payload ({facts.compression.lower()}, {len(raw)} bytes compressed)")
+                        label=f"payload ({facts.compression.lower()}, {plural(len(raw), 'byte')} compressed)")
     if not isinstance(batch, int):
         return [payload]
     if facts.compression == "NONE":
@@ -239,7 +240,7 @@ def _batch(buf: bytes, pos: int, end: int, count: int, at: int, length: int, reb
     finally:
         ctx.cut = cut
     if not broke and not r.at_end() and len(entries) == count:
-        ctx.note("batch_trailing", f"{r.remaining} bytes after the last batch entry", r.pos)
+        ctx.note("batch_trailing", f"{plural(r.remaining, 'byte')} after the last batch entry", r.pos)
     if rebase:
         _rebase(entries, at, length)
         ctx.diags[diags_before:] = [_moved(d, at) for d in ctx.diags[diags_before:]]

@@ -29,9 +29,11 @@ from kdissect.model import (
     TIME_MS,
     Diagnostic,
     Field,
+    duration_hint,
 )
 from kdissect.pulsar.diagnostics import DIAGNOSTICS
 from kdissect.pulsar.schema_table import ENUMS, MESSAGES
+from kdissect.text import plural
 from kdissect.wire.varint import uvarint_at, zigzag
 
 VARINT, FIXED64, LEN, FIXED32 = 0, 1, 2, 5
@@ -231,7 +233,7 @@ def _value(buf: bytes, pos: int, end: int, p: Plan, wire: int, message: str, ctx
         return _submessage(buf, pos, stop, p.type, p.name, ctx, depth), stop
     raw = bytes(buf[pos:stop])
     if (message, p.name) in ctx.redact:
-        return Field(p.name, f"<redacted: {len(raw)} bytes>", pos, stop - pos, hint=SECRET), stop
+        return Field(p.name, f"<redacted: {plural(len(raw), 'byte')}>", pos, stop - pos, hint=SECRET), stop
     if p.type == "string":
         return Field(p.name, raw.decode("utf-8", "replace")), stop
     return Field(p.name, raw, hint=BYTES), stop
@@ -245,7 +247,7 @@ def _from_varint(p: Plan, v: int) -> Field:
     value: Any = _VARINT_CONV.get(p.type, _VARINT_CONV["uint64"])(v)
     if p.name in TIME_FIELDS and isinstance(value, int):
         return Field(p.name, value, hint=TIME_MS)
-    return Field(p.name, value)
+    return Field(p.name, value, hint=duration_hint(p.name))
 
 
 def _packed(buf: bytes, pos: int, end: int, p: Plan, message: str, ctx: WalkContext) -> tuple[list[Field], int]:

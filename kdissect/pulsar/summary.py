@@ -8,7 +8,7 @@ from typing import Any
 from kdissect.model import ARRAY, ENUM, STRUCT, Field, Message
 from kdissect.pulsar.commands import BARE_FIELDS, ERROR_FIELDS, SUMMARY_FIELDS
 from kdissect.pulsar.payload import PayloadFacts
-from kdissect.text import plural
+from kdissect.text import plural, value_word
 
 
 def show(f: Field | None) -> str:
@@ -26,12 +26,12 @@ def show(f: Field | None) -> str:
     if f.hint == ENUM and f.display:
         return f.display
     if isinstance(f.value, bytes):
-        return f"<{len(f.value)} bytes>"
-    return str(f.value)
+        return f"<{plural(len(f.value), 'byte')}>"
+    return value_word(f.value)
 
 
 def message_id(f: Field) -> str:
-    parts = [str(f.get("ledger_id")), str(f.get("entry_id"))]
+    parts = [value_word(f.get("ledger_id")), value_word(f.get("entry_id"))]
     for extra in ("partition", "batch_index"):
         v = f.get(extra)
         if isinstance(v, int) and v >= 0:

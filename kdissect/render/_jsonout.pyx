@@ -35,7 +35,10 @@ from kdissect._model cimport (
     reads_field_slots,
     reads_row_slots,
 )
+from binascii import b2a_base64 as _b2a_base64
+
 from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, Field, Row
+from kdissect.text import plural
 
 
 cdef extern from "Python.h":
@@ -158,26 +161,37 @@ cdef str _hex(const unsigned char* data, Py_ssize_t n):
     return s
 
 
+cdef str _cut_marker(Py_ssize_t size, Py_ssize_t mb):
+    """What a value cut at mb ends with ("" when it is not cut)."""
+    if mb > 0 and size > mb:
+        return f"…(+{plural(size - mb, 'byte')})"
+    return ""
+
+
 cdef str _bytes_value(bytes b, Py_ssize_t mb):
     """bytes_value() of a bytes object, mb >= 0."""
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(b)
+    cdef str cut = _cut_marker(size, mb)
+    part = b[:mb] if cut else b
+    return (<bytes>_b2a_base64(part, newline=False)).decode("ascii") + cut
+
+
+cdef object _bytes_text(bytes b, Py_ssize_t mb):
+    """bytes_text() of a bytes object, mb >= 0."""
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(b)
+    cdef str cut = _cut_marker(size, mb)
+    text = _printable(<const unsigned char*>PyBytes_AS_STRING(b), mb if cut else size)
+    return None if text is None else <str>text + cut
+
+
+cdef str _text_or_hex(bytes b, Py_ssize_t mb):
+    """text_or_hex() of a bytes object, mb >= 0."""
     cdef const unsigned char* data = <const unsigned char*>PyBytes_AS_STRING(b)
     cdef Py_ssize_t size = PyBytes_GET_SIZE(b)
-    cdef bint cut = mb > 0 and size > mb
+    cdef str cut = _cut_marker(size, mb)
     cdef Py_ssize_t n = mb if cut else size
     text = _printable(data, n)
-    out = <str>text if text is not None else _hex(data, n)
-    if cut:
-        return out + f"…(+{size - mb} bytes)"
-    return out
-
-
-cdef object _bytes_value_any(object b, Py_ssize_t mb):
-    """bytes_value() of anything else, with Python's operations as in jsonout.py."""
-    cut = mb > 0 and len(b) > mb
-    part = b[:mb] if cut else b
-    text = printable(part)
-    out = text if text is not None else part.hex()
-    return out + f"…(+{len(b) - mb} bytes)" if cut else out
+    return (<str>text if text is not None else _hex(data, n)) + cut
 
 
 def printable(b):
@@ -194,13 +208,27 @@ def printable(b):
 
 
 def bytes_value(b, max_bytes):
-    """Bytes for JSON: printable text as is, else lowercase hex; cut at max_bytes (0: no cut)."""
+    """Bytes for JSON: standard base64 (the exact bytes), cut at max_bytes (0: no cut)."""
     cdef Py_ssize_t mb = _limit(max_bytes)
-    if mb < 0:
+    if mb < 0 or type(b) is not bytes:
         return _pure("bytes_value")(b, max_bytes)
-    if type(b) is bytes:
-        return _bytes_value(<bytes>b, mb)
-    return _bytes_value_any(b, mb)
+    return _bytes_value(<bytes>b, mb)
+
+
+def bytes_text(b, max_bytes):
+    """The text form of bytes for JSON (`<name>_text`): when they are printable UTF-8."""
+    cdef Py_ssize_t mb = _limit(max_bytes)
+    if mb < 0 or type(b) is not bytes:
+        return _pure("bytes_text")(b, max_bytes)
+    return _bytes_text(<bytes>b, mb)
+
+
+def text_or_hex(b, max_bytes):
+    """Bytes as one readable string: printable text as is, else lowercase hex; cut at max_bytes."""
+    cdef Py_ssize_t mb = _limit(max_bytes)
+    if mb < 0 or type(b) is not bytes:
+        return _pure("text_or_hex")(b, max_bytes)
+    return _text_or_hex(<bytes>b, mb)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,16 +314,27 @@ cdef dict _row_dict(object row, Py_ssize_t mb):
     if type(values) is not tuple:
         for (name, how), v in zip(plan, values, strict=True):
             out[name] = _column_value(v, how, mb)
+            if how == _BYTES_OR_FIELD and type(v) is bytes:
+                _add_text(out, name, <bytes>v, mb)
         return out
     n = min(len(plan), len(<tuple>values))
     for i in range(n):
         pair = <tuple>plan[i]
         v = (<tuple>values)[i]
-        out[pair[0]] = _column_value(v, pair[1], mb)
+        how = pair[1]
+        out[pair[0]] = _column_value(v, how, mb)
+        if how == _BYTES_OR_FIELD and type(v) is bytes:
+            _add_text(out, pair[0], <bytes>v, mb)
     if len(plan) != len(<tuple>values):
         side = "shorter" if len(<tuple>values) < len(plan) else "longer"
         raise ValueError(f"zip() argument 2 is {side} than argument 1")
     return out
+
+
+cdef inline void _add_text(dict out, object name, bytes b, Py_ssize_t mb) except *:
+    text = _bytes_text(b, mb)
+    if text is not None:
+        out[name + "_text"] = text
 
 
 cdef inline object _column_value(object v, int how, Py_ssize_t mb):
@@ -359,22 +398,26 @@ cdef inline void _add(dict out, object f, Py_ssize_t mb) except *:
     cdef bint fast = reads_field_slots(f)
     name = read_slot(f, fast, F_NAME, "name")
     v = read_slot(f, fast, F_VALUE, "value")
-    if (read_slot(f, fast, F_HINT, "hint") is None and _children(f, fast) is None
-            and (type(v) is int or type(v) is str or type(v) is bool or v is None)):
+    hint = read_slot(f, fast, F_HINT, "hint")
+    cdef bint plain = (hint is None and _children(f, fast) is None
+                       and (type(v) is int or type(v) is str or type(v) is bool or v is None))
+    if plain:
         val = v
     else:
         val = _field_value(f, mb)
     if name in out:  # repeated names (e.g. unknown tags) become lists
         prev = out[name]
-        if not (isinstance(prev, list) and read_slot(f, fast, F_HINT, "hint") != _ARRAY):
+        if not (isinstance(prev, list) and hint != _ARRAY):
             prev = [prev]
             out[name] = prev
         prev.append(val)
         return
     out[name] = val
     display = read_slot(f, fast, F_DISPLAY, "display")
-    if display is not None and read_slot(f, fast, F_HINT, "hint") in _NAMED:
+    if display is not None and hint in _NAMED:
         out[name + "_name"] = display
+    elif not plain and hint != _RAW and _is_bytes_like(v) and not _children(f, fast):
+        _add_text(out, name, v if type(v) is bytes else bytes(v), mb)
 
 
 cdef dict _fields_dict(object fields, Py_ssize_t mb):

@@ -21,6 +21,7 @@ orjson, str(member) for json; kdissect puts none in its output.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import math
 import re
@@ -31,6 +32,7 @@ import orjson
 
 from kdissect import accel
 from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, Column, Field, Message, Row
+from kdissect.text import plural
 
 _WHITESPACE = {ord("\t"): None, ord("\r"): None, ord("\n"): None}
 
@@ -46,16 +48,36 @@ def printable(b: bytes) -> str | None:
     return None
 
 
+def _cut(b: bytes, max_bytes: int) -> tuple[bytes, str]:
+    """b cut at max_bytes (0: no cut), and the marker a cut value ends with ("" if none)."""
+    if max_bytes > 0 and len(b) > max_bytes:
+        return b[:max_bytes], f"…(+{plural(len(b) - max_bytes, 'byte')})"
+    return b, ""
+
+
 def bytes_value(b: bytes, max_bytes: int) -> str:
-    """Bytes for JSON: printable text as is, else lowercase hex; cut at max_bytes (0: no cut)."""
-    cut = max_bytes > 0 and len(b) > max_bytes
-    part = b[:max_bytes] if cut else b
+    """Bytes for JSON: standard base64 (the exact bytes), cut at max_bytes (0: no cut)."""
+    part, cut = _cut(b, max_bytes)
+    return binascii.b2a_base64(part, newline=False).decode("ascii") + cut
+
+
+def bytes_text(b: bytes, max_bytes: int) -> str | None:
+    """The text form of bytes for JSON (`<name>_text`): when they are printable UTF-8."""
+    part, cut = _cut(b, max_bytes)
     text = printable(part)
-    out = text if text is not None else part.hex()
-    return out + f"…(+{len(b) - max_bytes} bytes)" if cut else out
+    return None if text is None else text + cut
+
+
+def text_or_hex(b: bytes, max_bytes: int) -> str:
+    """Bytes as one readable string (tab-separated field values, Spark's record keys): printable
+    text as is, else lowercase hex; cut at max_bytes (0: no cut)."""
+    part, cut = _cut(b, max_bytes)
+    text = printable(part)
+    return (text if text is not None else part.hex()) + cut
 
 
 _PLAIN = frozenset({int, str, bool, type(None)})
+_BYTES_LIKE = frozenset({bytes, bytearray, memoryview})
 _NAMED = frozenset({ENUM, FLAGS})
 
 
@@ -91,8 +113,19 @@ def row_dict(row: Row, max_bytes: int) -> dict[str, Any]:
     plan = _ROW_PLANS.get(row.columns) or _row_plan(row.columns)
     out: dict[str, Any] = {}
     for (name, conv), v in zip(plan, row.values, strict=True):
-        out[name] = v if conv is None or v is None else conv(v, max_bytes)
+        if conv is None or v is None:
+            out[name] = v
+            continue
+        out[name] = conv(v, max_bytes)
+        if conv is _bytes_or_field and type(v) is bytes:
+            _add_text(out, name, v, max_bytes)
     return out
+
+
+def _add_text(out: dict[str, Any], name: str, b: bytes, max_bytes: int) -> None:
+    text = bytes_text(b, max_bytes)
+    if text is not None:
+        out[name + "_text"] = text
 
 
 def field_value(f: Field, max_bytes: int) -> Any:
@@ -136,6 +169,8 @@ def fields_dict(fields: Iterable[Field], max_bytes: int) -> dict[str, Any]:
         out[name] = val
         if f.display is not None and f.hint in _NAMED:
             out[name + "_name"] = f.display
+        elif type(v) in _BYTES_LIKE and f.hint != RAW and not f.children:
+            _add_text(out, name, bytes(v), max_bytes)
     return out
 
 
@@ -247,4 +282,5 @@ def dumps(d: Any) -> str:
 
 
 accel.bind(globals(), "kdissect.render._jsonout",
-           ("printable", "bytes_value", "row_dict", "field_value", "fields_dict", "message_dict", "_odd_floats"))
+           ("printable", "bytes_value", "bytes_text", "text_or_hex", "row_dict", "field_value", "fields_dict",
+            "message_dict", "_odd_floats"))

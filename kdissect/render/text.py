@@ -12,9 +12,11 @@ from kdissect.model import (
     ARRAY,
     ENUM,
     FLAGS,
+    HEX,
     RAW,
     STRUCT,
     TIME_MS,
+    UNITS,
     Diagnostic,
     Field,
     Message,
@@ -23,6 +25,8 @@ from kdissect.model import (
     secret_ranges,
 )
 from kdissect.render.jsonout import printable
+from kdissect.render.timecol import TimeColumn
+from kdissect.text import plural, value_word
 
 if TYPE_CHECKING:  # rich is loaded only for a colour terminal
     from rich.console import Console
@@ -43,19 +47,21 @@ def rtt_text(m: Message) -> str:
 LOCK = "🔒 "  # before the summary of a message decrypted from TLS
 
 
-def summary_plain(m: Message, t0: float, width_addr: int = 21) -> str:
-    """The packet-list line as plain text (the same columns as summary_line)."""
-    return (f"{m.frame:>6} {m.ts - t0:11.6f} {m.src:>{width_addr}} → {m.dst:<{width_addr}} "
+def summary_plain(m: Message, when: str, width_addr: int = 21) -> str:
+    """The packet-list line as plain text (the same columns as summary_line); `when` is the
+    time column (TimeColumn.text)."""
+    return (f"{m.frame:>6} {when} {m.src:>{width_addr}} → {m.dst:<{width_addr}} "
             f"{m.protocol.upper():<9} {LOCK if m.tls is not None else ''}{m.summary}{rtt_text(m)}")
 
 
-def summary_line(m: Message, t0: float, width_addr: int = 21, proto_style: str = "bold") -> Text:
-    """Like Wireshark's packet list: number, relative time, src → dst, protocol, summary."""
+def summary_line(m: Message, when: str, width_addr: int = 21, proto_style: str = "bold") -> Text:
+    """Like Wireshark's packet list: number, time (`when`: TimeColumn.text), src → dst,
+    protocol, summary."""
     from rich.text import Text
 
     t = Text()
     t.append(f"{m.frame:>6} ", style="dim")
-    t.append(f"{m.ts - t0:11.6f} ")
+    t.append(f"{when} ")
     t.append(f"{m.src:>{width_addr}} → {m.dst:<{width_addr}} ")
     t.append(f"{m.protocol.upper():<9} ", style=proto_style)
     if m.tls is not None:
@@ -67,25 +73,63 @@ def summary_line(m: Message, t0: float, width_addr: int = 21, proto_style: str =
 
 
 def value_text(f: Field, max_bytes: int) -> str:
+    """A scalar field's value as the tree (-V) shows it: bytes as text or hex with their count,
+    integers by their hint (names, hex, a date, a unit), true/false/null as JSON writes them."""
     v = f.value
     if isinstance(v, (bytes, bytearray, memoryview)):
-        b = bytes(v)
-        cut = max_bytes > 0 and len(b) > max_bytes
-        part = b[:max_bytes] if cut else b
-        text = printable(part) if f.hint != RAW else None
-        shown = repr(text) if text is not None else part.hex(" ")
-        suffix = f" …(+{len(b) - max_bytes} bytes)" if cut else ""
-        return f"{shown}{suffix} [{len(b)} bytes]"
+        return bytes_text(bytes(v), max_bytes, f.hint == RAW)
+    if type(v) is int:
+        return int_text(f, v)
     if f.hint in (ENUM, FLAGS) and f.display is not None:
-        return f"{f.display} ({v})"
-    if f.hint == TIME_MS and isinstance(v, int):
-        when = f.display or format_ms(v)
-        return f"{when} ({v})" if when else str(v)
-    if v is None:
-        return "null"
+        return f"{f.display} ({value_word(v)})"
     if isinstance(v, str):
         return repr(v)
-    return str(v)
+    return value_word(v)
+
+
+def bytes_text(b: bytes, max_bytes: int, raw: bool) -> str:
+    """Printable text quoted, else hex (always hex when `raw`), cut at max_bytes (0: never),
+    then the count: `'abc' [3 bytes]`, `01 02 …(+1 byte) [3 bytes]`."""
+    cut = max_bytes > 0 and len(b) > max_bytes
+    part = b[:max_bytes] if cut else b
+    text = None if raw else printable(part)
+    shown = repr(text) if text is not None else part.hex(" ")
+    suffix = f" …(+{plural(len(b) - max_bytes, 'byte')})" if cut else ""
+    return f"{shown}{suffix} [{plural(len(b), 'byte')}]"
+
+
+def int_text(f: Field, v: int) -> str:
+    """An integer by its hint: `transactional (16)` for an enum, `0x0010 (transactional)` for
+    flags (Wireshark's forms), `0x1a2b3c4d`, a date, `30000 ms`."""
+    hint = f.hint
+    if hint == ENUM:
+        return str(v) if f.display is None else f"{f.display} ({v})"
+    if hint == FLAGS:
+        shown = hex_text(v, f.length)
+        return f"{shown} ({f.display})" if f.display and v else shown
+    if hint == HEX:
+        return hex_text(v, f.length)
+    if hint == TIME_MS:
+        when = f.display or format_ms(v)
+        return f"{when} ({v})" if when else str(v)
+    unit = UNITS.get(hint) if hint is not None else None
+    return f"{v} {unit}" if unit else str(v)
+
+
+_WIDTHS = (1, 2, 4, 8)  # the byte sizes of fixed-width integers
+
+
+def hex_text(v: int, size: int) -> str:
+    """`0x` and the hex digits of v. A value of 1, 2 or 4 bytes is padded to its width, as
+    Wireshark's BASE_HEX does (`0x0010`, `0x1a2b3c4d`); a 64-bit or variable-length one has no
+    leading zeros, as ZooKeeper writes zxids and session ids (`0x100000003`). A negative value
+    is its two's complement in its width (64 bits when the size is not a fixed width)."""
+    fixed = size in _WIDTHS
+    if v < 0:
+        bits = max(8 * size if fixed else 64, v.bit_length() + 1)
+        v &= (1 << bits) - 1
+    digits = 2 * size if fixed and size < 8 else 1
+    return f"0x{v:0{digits}x}"
 
 
 def tree_lines(fields: list[Field], max_bytes: int, indent: int = 1) -> list[str]:
@@ -143,23 +187,22 @@ class TextRenderer:
 
     def __init__(self, console: Console | None, verbose: bool = False, hexdump: bool = False,
                  max_bytes: int = 256, styles: Mapping[str, str] | None = None,
-                 out: IO[str] | None = None) -> None:
+                 out: IO[str] | None = None, clock: TimeColumn | None = None) -> None:
         self.console = console
         self.styles = styles or {}  # protocol name -> the colour of its protocol column
         self.verbose = verbose
         self.hex = hexdump
         self.max_bytes = max_bytes
-        self.t0: float | None = None
+        self.clock = clock or TimeColumn()  # the time column (tshark's -t)
         self.plain = console is None or console.no_color or console.color_system is None
         self.out = out if out is not None or console is None else console.file
 
     def render(self, m: Message) -> None:
-        if self.t0 is None:
-            self.t0 = m.ts
+        when = self.clock.text(m)
         details = self._details(m) if self.verbose else []
         dump = hexdump(m.data, hidden=secret_ranges(m)) if self.hex else []
         if self.plain:
-            parts = [summary_plain(m, self.t0), *details, *dump]
+            parts = [summary_plain(m, when), *details, *dump]
             if details or dump:
                 parts.append("")
             assert self.out is not None
@@ -169,7 +212,7 @@ class TextRenderer:
 
         c = self.console
         assert c is not None
-        line = summary_line(m, self.t0, proto_style=self.styles.get(m.protocol, "bold"))
+        line = summary_line(m, when, proto_style=self.styles.get(m.protocol, "bold"))
         c.print(line, soft_wrap=True, highlight=False)
         if details:
             c.print(Text("\n".join(details)), soft_wrap=True, highlight=False)

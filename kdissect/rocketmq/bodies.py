@@ -21,6 +21,7 @@ from kdissect.rocketmq.tables import (
     MESSAGE_RESPONSE_CODES,
     SEND_CODES,
 )
+from kdissect.text import plural
 from kdissect.wire.reader import WireReader
 
 
@@ -69,7 +70,7 @@ def _json(ctx: BodyContext, out: Body) -> Body:
             out.fields.append(Field("undecoded", ctx.buf[part.end :], part.end, len(ctx.buf) - part.end, hint=RAW))
         return out
     if trailing:
-        out.diagnostics.append(DIAGNOSTICS("body_trailing", f"{trailing} bytes after the JSON body",
+        out.diagnostics.append(DIAGNOSTICS("body_trailing", f"{plural(trailing, 'byte')} after the JSON body",
                                            len(ctx.buf) - trailing))
     out.json = node
     out.fields.append(to_field("body", node))

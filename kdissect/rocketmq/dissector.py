@@ -91,6 +91,7 @@ class RocketMQDissector:
     style = "yellow"
     columns = COLUMNS
     diagnostics = DIAGNOSTICS
+    learns_across_conversations = False
 
     def holds_secrets(self, msg: Message) -> bool:
         return any(name in msg.data for name in CREDENTIAL_EXT_FIELDS)
@@ -185,7 +186,8 @@ class RocketMQDissector:
                 if req is not None and k not in info and k in req.info:
                     info[k] = req.info[k]
             info.update(op=op, op_code=req_code, response_code=code, error_code=code, error=None if code == SUCCESS else name)
-            msg.summary = response_summary(name, code, req_code, h.remark, ext, body)
+            msg.summary = response_summary(name, code, req_code, h.remark, ext, body,
+                                           req.info if req is not None else None)
             _response_diagnostic(msg, code, name, h.remark)
         if body.messages is not None:
             info["messages"] = len(body.messages)

@@ -10,13 +10,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kdissect.model import FLAGS, SECRET, TIME_MS, Field, struct
+from kdissect.model import DURATION_MS, FLAGS, HEX, SECRET, TIME_MS, Field, duration_hint, struct
 from kdissect.rocketmq.codes import SEND_V2_FIELDS
 from kdissect.rocketmq.header import ExtEntry, Header
 from kdissect.rocketmq.jfields import snake
 from kdissect.rocketmq.props import properties_from_text
 from kdissect.rocketmq.tables import (
     ALL_SEND_CODES,
+    DURATION_MS_EXT_KEYS,
+    HEX_EXT_KEYS,
     INT_EXT_KEYS,
     PROPERTIES_EXT_KEYS,
     PULL_CODES,
@@ -26,6 +28,7 @@ from kdissect.rocketmq.tables import (
     flag_names,
     message_sysflag_names,
 )
+from kdissect.text import plural
 
 _INT = re.compile(r"-?\d{1,19}")
 # ACL ext-fields that prove or carry a credential (AccessKey, the key's name, stays visible).
@@ -55,7 +58,7 @@ def _typed(key: str, e: ExtEntry, name: str, label: str | None, code: int | None
            show_secrets: bool) -> tuple[Field, Any]:
     value = e.value
     if key in SECRET_EXT_KEYS and not show_secrets and isinstance(value, str) and value:
-        return Field(name, f"<redacted {e.value_length} bytes>", e.value_offset, e.value_length, hint=SECRET,
+        return Field(name, f"<redacted {plural(e.value_length, 'byte')}>", e.value_offset, e.value_length, hint=SECRET,
                      label=label), value
     if key in PROPERTIES_EXT_KEYS and isinstance(value, str):
         f, props = properties_from_text(value, name, e.offset, e.length, label)
@@ -64,13 +67,20 @@ def _typed(key: str, e: ExtEntry, name: str, label: str | None, code: int | None
     if n is None:
         return Field(name, value, e.offset, e.length, label=label), value
     f = Field(name, n, e.offset, e.length, label=label)
-    if key in TIME_EXT_KEYS:
-        f.hint = TIME_MS
-    elif key == "sysFlag":
-        display = _sysflag_display(code, n)
-        if display is not None:
-            f.hint, f.display = FLAGS, display
+    f.hint, f.display = _int_display(key, name, code, n)
     return f, n
+
+
+def _int_display(key: str, name: str, code: int | None, n: int) -> tuple[str | None, str | None]:
+    """The hint and display of an integer ext-field: a date, flag names, hex, a duration."""
+    if key in TIME_EXT_KEYS:
+        return TIME_MS, None
+    if key == "sysFlag":
+        display = _sysflag_display(code, n)
+        return (None, None) if display is None else (FLAGS, display)
+    if key in HEX_EXT_KEYS:
+        return HEX, None
+    return DURATION_MS if key in DURATION_MS_EXT_KEYS else duration_hint(name), None
 
 
 def ext_fields(h: Header, request_code: int | None, is_request: bool,

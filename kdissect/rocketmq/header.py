@@ -13,6 +13,7 @@ from kdissect.rocketmq.diagnostics import DIAGNOSTICS
 from kdissect.rocketmq.jfields import named, to_field
 from kdissect.rocketmq.ljson import JNode, parse
 from kdissect.rocketmq.tables import LANGUAGE_CODES
+from kdissect.text import plural
 from kdissect.wire.reader import WireReader
 
 
@@ -123,7 +124,7 @@ def decode_json(buf: bytes, base: int) -> Header:
     if root.kind != "object":
         raise BadValue("JSON header is not an object", base)
     if trailing:
-        h.diagnostics.append(DIAGNOSTICS("header_trailing", f"{trailing} bytes after the JSON header",
+        h.diagnostics.append(DIAGNOSTICS("header_trailing", f"{plural(trailing, 'byte')} after the JSON header",
                                          base + len(buf) - trailing))
     _json_members(h, root, buf, base)
     return h
@@ -201,4 +202,4 @@ def _binary(h: Header, buf: bytes, base: int, end: int) -> None:
     h.fields["remark"] = Field("remark", h.remark, at, 4 + rlen)
     _binary_ext(h, r)
     if not r.at_end():
-        h.diagnostics.append(DIAGNOSTICS("header_trailing", f"{r.remaining} bytes after the binary header", r.pos))
+        h.diagnostics.append(DIAGNOSTICS("header_trailing", f"{plural(r.remaining, 'byte')} after the binary header", r.pos))

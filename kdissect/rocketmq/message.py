@@ -15,6 +15,7 @@ from kdissect.model import (
     BYTES,
     ENUM,
     FLAGS,
+    HEX,
     RAW,
     TIME_MS,
     Diagnostic,
@@ -36,6 +37,7 @@ from kdissect.rocketmq.tables import (
     SYSFLAG_STOREHOST_V6,
     message_sysflag_names,
 )
+from kdissect.text import plural
 from kdissect.wire.codecs import CodecError, CodecUnavailable, decompress
 from kdissect.wire.reader import WireReader
 
@@ -162,9 +164,9 @@ def _stored(fr: FieldReader, r: WireReader, opts: Options, diags: list[Diagnosti
     magic = fr.read("magic", mr.uint32, ENUM)
     fr.fields[-1].display = MAGIC_NAMES.get(magic, "UNKNOWN")
     crc_at = mr.pos
-    crc = fr.read("body_crc", mr.int32)
+    crc = fr.read("body_crc", mr.int32, HEX)
     queue_id = fr.read("queue_id", mr.int32)
-    fr.read("flag", mr.int32)
+    fr.read("flag", mr.int32, HEX)
     queue_offset = fr.read("queue_offset", mr.int64)
     phys = fr.read("physical_offset", mr.int64)
     sysflag = fr.read("sys_flag", mr.int32, FLAGS)
@@ -187,7 +189,7 @@ def _stored(fr: FieldReader, r: WireReader, opts: Options, diags: list[Diagnosti
                              budget)
         fr.fields.append(inner)
     if not mr.at_end():
-        diags.append(DIAGNOSTICS("message_trailing", f"{mr.remaining} bytes after the message properties", mr.pos))
+        diags.append(DIAGNOSTICS("message_trailing", f"{plural(mr.remaining, 'byte')} after the message properties", mr.pos))
     return {"topic": topic, "queue_id": queue_id, "queue_offset": queue_offset, "msg_id": msg_id, "properties": props}
 
 
@@ -222,13 +224,13 @@ def decode_batch_entry(r: WireReader, opts: Options, diags: list[Diagnostic],
 def _entry(fr: FieldReader, opts: Options, diags: list[Diagnostic], budget: Budget | None) -> dict[str, Any]:
     mr = fr.r
     fr.read("total_size", mr.int32)
-    fr.read("magic", mr.int32)
-    fr.read("body_crc", mr.int32)
-    fr.read("flag", mr.int32)
+    fr.read("magic", mr.int32, HEX)
+    fr.read("body_crc", mr.int32, HEX)
+    fr.read("flag", mr.int32, HEX)
     body_fields(fr, 0, opts, diags, budget)
     props = _props(fr, mr)
     if not mr.at_end():
-        diags.append(DIAGNOSTICS("message_trailing", f"{mr.remaining} bytes after the message properties", mr.pos))
+        diags.append(DIAGNOSTICS("message_trailing", f"{plural(mr.remaining, 'byte')} after the message properties", mr.pos))
     return {"properties": props}
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from kdissect.dissect.base import MAX_ELEMENTS
 from kdissect.model import Field, struct
-from kdissect.rocketmq.jfields import named
 from kdissect.rocketmq.tables import PROPERTY_NAME_SEP, PROPERTY_SEP
 
 
@@ -20,10 +19,9 @@ def split_properties(text: str) -> list[tuple[str, str]]:
 
 
 def _field(items: list[tuple[str, str, int, int]], name: str, offset: int, length: int, label: str | None) -> Field:
-    children = []
-    for key, value, at, size in items:
-        cname, clabel = named(key, key)
-        children.append(Field(cname, value, at, size, label=clabel))
+    """Each property under its exact name: the names are data (user properties may be any
+    string), so they are neither changed nor merged."""
+    children = [Field(key, value, at, size) for key, value, at, size in items]
     return struct(name, children, offset, length, label)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kdissect.rocketmq.bodies import Body
@@ -12,7 +13,7 @@ from kdissect.rocketmq.tables import (
     PULL_STATUS_CODES,
     SUCCESS,
 )
-from kdissect.text import plural
+from kdissect.text import plural, value_word
 
 Spec = tuple[tuple[str, str], ...]
 
@@ -61,7 +62,7 @@ def _pairs(spec: Spec, ext: dict[str, Any]) -> list[str]:
         if v is None or v == "" or label in seen:
             continue
         seen.add(label)
-        out.append(f"{label}={v}")
+        out.append(f"{label}={value_word(v)}")
     return out
 
 
@@ -83,8 +84,18 @@ def request_summary(name: str, code: int | None, ext: dict[str, Any], body: Body
     return " ".join(parts)
 
 
-def response_summary(name: str, code: int | None, req_code: int | None, remark: str | None, ext: dict[str, Any], body: Body) -> str:
-    parts = [name]
+def answering(req: Mapping[str, Any] | None) -> list[str]:
+    """`for OP topic=T`: the request a response answers (nothing when it was not captured)."""
+    if req is None or not req.get("op"):
+        return []
+    topic = req.get("topic")
+    return [f"for {req['op']}"] + ([f"topic={topic}"] if topic not in (None, "") else [])
+
+
+def response_summary(name: str, code: int | None, req_code: int | None, remark: str | None, ext: dict[str, Any],
+                     body: Body, req: Mapping[str, Any] | None = None) -> str:
+    """`req`: the facts (msg.info) of the request answered, if it was captured."""
+    parts = [name] + answering(req)
     ok = code == SUCCESS or code in PARTIAL_SUCCESS_CODES or code in PULL_STATUS_CODES
     if body.messages is not None:
         parts.append(plural(len(body.messages), "message"))

@@ -81,6 +81,10 @@ INT_EXT_KEYS = frozenset({
     "beginTimestamp", "endTimestamp", "invisibleTime", "pollTime", "bornTime", "initMode",
 })
 TIME_EXT_KEYS = frozenset({"bornTimestamp", "timestamp", "beginTimestamp", "endTimestamp", "bornTime"})
+# Integer ext-fields shown in hex (message and subscription flag words), and durations in ms whose
+# names carry no unit (those ending in Millis are known by their name: model.duration_hint).
+HEX_EXT_KEYS = frozenset({"flag", "topicSysFlag", "groupSysFlag"})
+DURATION_MS_EXT_KEYS = frozenset({"invisibleTime", "pollTime"})
 PROPERTIES_EXT_KEYS = frozenset({"properties"})
 
 

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdissect.model import ARRAY, BYTES, STRUCT, Field, Message
-from kdissect.render.jsonout import bytes_value
+from kdissect.render.jsonout import text_or_hex
 from kdissect.spark.values import as_bigint, as_int
 
 RECORD_ARRAYS = frozenset({"records", "messages"})
 VALUE_NAMES = ("value", "payload", "body")
-KEY_NAMES = ("key", "partition_key", "keys")
+KEY_NAMES = ("key", "partition_key", "KEYS")  # KEYS: RocketMQ's message keys property
 HEADER_NAMES = ("headers", "properties")
 TOPIC_NAMES = ("topic", "topic_name", "name")  # in the structs around a record array
 TOPIC_ID_NAMES = ("topic_id",)  # a topic known by id only (Kafka Fetch v13+): the last resort
@@ -188,7 +188,7 @@ def _text(v: Any, max_bytes: int) -> str | None:
     if v is None:
         return None
     if isinstance(v, (bytes, bytearray, memoryview)):
-        return bytes_value(bytes(v), max_bytes)
+        return text_or_hex(bytes(v), max_bytes)
     return v if isinstance(v, str) else str(v)
 
 

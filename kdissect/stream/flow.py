@@ -1,8 +1,9 @@
 """Conversation: one TCP connection, like Wireshark's conversation_t.
 
 It keeps the TCP facts: its endpoints, a Reassembler per direction, which side is the client
-(once a SYN or the layers above say), FIN, RST and SYN seen, packet and byte counts, and the
-events of each side held until the layers above choose a protocol. What those layers attach
+(once a SYN or the layers above say), FIN, RST and SYN seen, the sequence number each side
+started with, packet and byte counts, and the events of each side held until the layers above
+choose a protocol. Once it has ended (`end`) only its counts go on. What those layers attach
 once they have (a dissector, its state, framers) is theirs, in the `app` slot: this layer only
 keeps it, so it knows nothing of them.
 """
@@ -23,7 +24,7 @@ PROBE_BYTES = 4096  # what a probe sees of each side's first bytes (a whole firs
 class Conversation(Generic[T]):
     __slots__ = (
         "index", "a", "b", "reasm", "client", "app", "tls", "held", "held_bytes", "ignored", "passive", "fin",
-        "rst", "syn_seen", "names", "last_ts", "bytes", "packets",
+        "rst", "syn_seen", "names", "last_ts", "bytes", "packets", "first_seq", "over", "next_seq",
     )
 
     def __init__(self, index: int, a: Endpoint, b: Endpoint) -> None:
@@ -45,6 +46,10 @@ class Conversation(Generic[T]):
         self.last_ts = 0.0
         self.bytes = [0, 0]
         self.packets = 0
+        # each side's first sequence number, as Wireshark's base_seq (the tracker keeps it)
+        self.first_seq: list[int | None] = [None, None]
+        self.over = False  # ended: later packets are only counted
+        self.next_seq: list[int | None] = [None, None]  # each side's next sequence number when it ended
 
     def side_of(self, src: bytes, sport: int) -> int:
         return 0 if (src, sport) == self.a else 1
@@ -86,10 +91,24 @@ class Conversation(Generic[T]):
         self.ignored = True
         self.held = [[], []]
 
+    def end(self) -> None:
+        """It ended: drop the reassembly state and what the layers above attached; from now on
+        only its packets and bytes are counted."""
+        self.over = True
+        self.next_seq = [r.next_seq for r in self.reasm]
+        self.reasm = _ENDED
+        self.app = None
+        self.tls = None
+        self.held = [[], []]
+
     def make_passive(self) -> None:
         """From now on track only its packets, bytes and end: no reassembly."""
         self.passive = True
         self.held = [[], []]
+
+
+# The reassemblers of every ended conversation: never fed (the tracker only counts their packets).
+_ENDED = (Reassembler(), Reassembler())
 
 
 def _first_frame(events: list[Event]) -> int:

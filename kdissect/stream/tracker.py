@@ -1,10 +1,18 @@
 """Tracker: the open TCP conversations of a capture, and what each segment does to them.
 
-It finds or opens a segment's Conversation (a SYN on a finished or used one starts a new one),
-feeds the side's Reassembler (the ACK first: bytes it reveals as lost precede the segment's
-own), and closes a conversation at FIN both ways or RST, when a SYN reuses its endpoints, when
-too many are open (the least recently active) and at the end. What the reassembled streams
-mean is the business of the layer above, told through the `Upper` interface.
+Segments are numbered into conversations as Wireshark numbers `tcp.stream`: a segment belongs
+to the latest conversation of its two endpoints, whatever came before (FIN, RST, a long
+silence), and only a SYN without ACK whose sequence number differs from the one its side
+started with (its SYN's, or one less than its first segment's) starts a new one: the ports
+were reused. It feeds the side's Reassembler (the ACK first: bytes it reveals as lost precede
+the segment's own), and ends a conversation at FIN both ways or RST, when its ports are reused,
+when too many are open (the least recently active) and at the end. What the reassembled
+streams mean is the business of the layer above, told through the `Upper` interface.
+
+An ended conversation is remembered (its stream number, its sides' first sequence numbers and
+its counts) so that its later packets (the last ACK, a retransmission) count in it; one that
+was closed while still active, or whose side sends new bytes after its end (data after a RST
+or FIN), continues as a conversation with the same stream number that starts mid-stream.
 """
 
 from __future__ import annotations
@@ -14,77 +22,119 @@ from typing import Generic, Protocol, TypeVar
 
 from kdissect.capture.l2l4 import ACK, FIN, RST, SYN, TcpSegment
 from kdissect.stream.flow import Conversation, Endpoint
-from kdissect.stream.reassembly import Event
+from kdissect.stream.reassembly import Event, seq_diff
 
 T = TypeVar("T")
+Key = tuple[Endpoint, Endpoint]
 
 # Open conversations tracked at once: beyond this the least recently active one is closed (its
-# output flushed; if it goes on, it continues as a new conversation that starts mid-stream). An
+# output flushed; if it goes on, it continues under the same stream number, from mid-stream). An
 # open conversation with a pending request costs about 8 KB, so this bounds memory at ~100 MB.
 MAX_CONVERSATIONS = 10_000
+# Ended conversations remembered for their later packets and stream numbers (about 1 KB
+# each): past this the least recently active is forgotten, and a packet of it that still comes
+# starts a new stream.
+MAX_REMEMBERED = 20_000
+
+_SEQ = 0xFFFFFFFF
 
 
 class Upper(Protocol[T]):
     """The layer above TCP."""
 
     def opened(self, conv: Conversation[T]) -> None:
-        """A new conversation (its index is the next one)."""
+        """A new conversation, or one closed while active that goes on (same index)."""
 
     def events(self, conv: Conversation[T], side: int, events: list[Event]) -> None:
         """The next events of one side's stream, in order (never for a passive conversation)."""
 
     def closed(self, conv: Conversation[T]) -> None:
-        """The conversation ended; it is forgotten."""
+        """The conversation ended: what the layer above attached is dropped; later packets of
+        it are only counted."""
 
 
 class Tracker(Generic[T]):
-    def __init__(self, upper: Upper[T], limit: int = MAX_CONVERSATIONS) -> None:
+    def __init__(self, upper: Upper[T], limit: int = MAX_CONVERSATIONS,
+                 remembered: int = MAX_REMEMBERED) -> None:
         self.upper = upper
         self.limit = limit
-        self.open: OrderedDict[tuple[Endpoint, Endpoint], Conversation[T]] = OrderedDict()
+        self.remembered = remembered
+        self.open: OrderedDict[Key, Conversation[T]] = OrderedDict()
+        self.ended: OrderedDict[Key, Conversation[T]] = OrderedDict()  # closed, for later packets
         self.opened = 0
 
-    def segment(self, seg: TcpSegment) -> None:
+    def segment(self, seg: TcpSegment) -> Conversation[T]:
+        """Track one segment; its conversation."""
         conv = self._conversation(seg)
+        side = conv.side_of(seg.src, seg.sport)
         conv.packets += 1
         conv.last_ts = seg.ts
+        _first_seq(conv, side, seg)
+        if conv.over:
+            conv.bytes[side] += len(seg.payload)
+            return conv
         if conv.ignored:
-            return
-        side = conv.side_of(seg.src, seg.sport)
+            return conv
         if conv.passive:
             conv.bytes[side] += len(seg.payload)
         else:
             self._reassemble(conv, side, seg)
         self._track_end(conv, side, seg)
+        return conv
 
     def finish(self) -> None:
         """Close every open conversation."""
         for conv in list(self.open.values()):
             self.upper.closed(conv)
         self.open.clear()
+        self.ended.clear()
 
     def _conversation(self, seg: TcpSegment) -> Conversation[T]:
         a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
         key = (a, b) if a <= b else (b, a)
         conv = self.open.get(key)
-        if conv is None:
-            return self._open(key)
-        if seg.flags & (SYN | ACK) == SYN and (conv.closed or conv.had_data):
-            self.upper.closed(conv)
-            del self.open[key]
-            return self._open(key)
-        self.open.move_to_end(key)
+        if conv is not None:
+            if _reuses_ports(conv, seg):
+                self._close(conv)
+                return self._open(key, self._next_index())
+            self.open.move_to_end(key)
+            return conv
+        old = self.ended.get(key)
+        if old is None:
+            return self._open(key, self._next_index())
+        if _reuses_ports(old, seg):
+            del self.ended[key]
+            return self._open(key, self._next_index())
+        if old.closed and not _new_data(old, seg):  # ended at FIN or RST: its later packets count in it
+            self.ended.move_to_end(key)
+            return old
+        del self.ended[key]  # closed while active (too many open), or data after its end: it goes on
+        conv = self._open(key, old.index)
+        conv.first_seq = old.first_seq
         return conv
 
-    def _open(self, key: tuple[Endpoint, Endpoint]) -> Conversation[T]:
-        conv: Conversation[T] = Conversation(self.opened, key[0], key[1])
+    def _next_index(self) -> int:
         self.opened += 1
+        return self.opened - 1
+
+    def _open(self, key: Key, index: int) -> Conversation[T]:
+        conv: Conversation[T] = Conversation(index, key[0], key[1])
         self.open[key] = conv
         self.upper.opened(conv)
         if len(self.open) > self.limit:
-            _, oldest = self.open.popitem(last=False)
-            self.upper.closed(oldest)
+            self._close(next(iter(self.open.values())))
         return conv
+
+    def _close(self, conv: Conversation[T]) -> None:
+        """Tell the layer above, and remember the conversation for its later packets."""
+        key = (conv.a, conv.b)
+        del self.open[key]
+        self.upper.closed(conv)
+        conv.end()
+        self.ended.pop(key, None)  # an earlier conversation of the same endpoints
+        self.ended[key] = conv
+        if len(self.ended) > self.remembered:
+            self.ended.popitem(last=False)
 
     def _reassemble(self, conv: Conversation[T], side: int, seg: TcpSegment) -> None:
         r = conv.reasm[side]
@@ -101,7 +151,7 @@ class Tracker(Generic[T]):
             conv.bytes[side] += len(seg.payload)
             events = r.segment(seg.seq, seg.payload, seg.frame, seg.ts)
         if seg.missing:
-            events += r.cut((seg.seq + len(seg.payload)) & 0xFFFFFFFF, seg.missing, seg.frame)
+            events += r.cut((seg.seq + len(seg.payload)) & _SEQ, seg.missing, seg.frame)
         if seg.flags & FIN:
             r.fin(seg.seq + (1 if seg.flags & SYN else 0), len(seg.payload) + seg.missing)
         if events:
@@ -112,14 +162,45 @@ class Tracker(Generic[T]):
             self.upper.events(conv, side, events)
 
     def _track_end(self, conv: Conversation[T], side: int, seg: TcpSegment) -> None:
-        """FIN and RST: a conversation closed both ways (or reset) is flushed and forgotten."""
+        """FIN and RST: a conversation closed both ways (or reset) is flushed and ended."""
         if seg.flags & RST:
             conv.rst = True
         elif seg.flags & FIN:
             conv.fin[side] = True
         if conv.closed:
-            self.upper.closed(conv)
-            self.open.pop((conv.a, conv.b), None)
+            self._close(conv)
+
+
+def _reuses_ports(conv: Conversation[T], seg: TcpSegment) -> bool:
+    """A SYN without ACK whose sequence number is not the one its side started with: a new
+    connection between the same endpoints (Wireshark's "TCP port numbers reused")."""
+    if seg.flags & (SYN | ACK) != SYN:
+        return False
+    first = conv.first_seq[conv.side_of(seg.src, seg.sport)]
+    return first is not None and first != seg.seq
+
+
+def _new_data(conv: Conversation[T], seg: TcpSegment) -> bool:
+    """Whether a segment of an ended conversation carries bytes past those its side had sent
+    (data after a FIN or RST, which a peer may still send and Wireshark still dissects), not a
+    retransmission."""
+    if not seg.payload:
+        return False
+    last = conv.next_seq[conv.side_of(seg.src, seg.sport)]
+    return last is not None and seq_diff((seg.seq + len(seg.payload)) & _SEQ, last) > 0
+
+
+def _first_seq(conv: Conversation[T], side: int, seg: TcpSegment) -> None:
+    """The sequence number each side started with, as Wireshark's base_seq: a SYN's, else one
+    less than the side's first segment's, else one less than the peer's first acknowledgement;
+    a SYN-ACK with another sequence number sets it again."""
+    first = conv.first_seq
+    if first[side] is None:
+        first[side] = seg.seq if seg.flags & SYN else (seg.seq - 1) & _SEQ
+    elif seg.flags & (SYN | ACK) == SYN | ACK:
+        first[side] = seg.seq
+    if first[1 - side] is None and seg.flags & ACK:
+        first[1 - side] = (seg.ack - 1) & _SEQ
 
 
 def _syn(conv: Conversation[T], side: int, seg: TcpSegment) -> None:

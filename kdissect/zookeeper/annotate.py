@@ -1,7 +1,8 @@
 """Display annotations for decoded jute fields, as a table keyed by (record, field).
 
-Enums get their symbolic name, ACL permissions their flag names, times an ISO date, zxids and
-session ids a hex form; passwords, auth data and SASL tokens are redacted unless asked for.
+Enums get their symbolic name, ACL permissions their flag names, times an ISO date; zxids,
+session ids and masks show in hex, timeouts and TTLs in ms; passwords, auth data and SASL tokens
+are redacted unless asked for.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-from kdissect.model import ENUM, FLAGS, SECRET, TIME_MS, Field
+from kdissect.model import DURATION_MS, ENUM, FLAGS, HEX, SECRET, TIME_MS, Field
+from kdissect.text import plural
 from kdissect.zookeeper.codes_table import ENUMS, ERRORS, OPCODES
 
 Annotator = Callable[[Field, bool], None]
@@ -69,16 +71,23 @@ def _time(f: Field, show_secrets: bool) -> None:
         f.display = dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _hex(f: Field, show_secrets: bool) -> None:
-    if isinstance(f.value, int):
-        f.display = f"0x{f.value & 0xFFFFFFFFFFFFFFFF:x}"
+def _hint(hint: str) -> Annotator:
+    def ann(f: Field, show_secrets: bool) -> None:
+        if isinstance(f.value, int):
+            f.hint = hint
+
+    return ann
+
+
+_hex = _hint(HEX)
+_ms = _hint(DURATION_MS)
 
 
 def _secret(f: Field, show_secrets: bool) -> None:
     v = f.value
     if show_secrets or not isinstance(v, bytes) or not any(v):
         return
-    f.value = f"<redacted {len(v)} bytes>"
+    f.value = f"<redacted {plural(len(v), 'byte')}>"
     f.hint = SECRET
     f.offset, f.length = f.offset + f.length - len(v), len(v)  # the bytes after the length prefix
 
@@ -93,6 +102,12 @@ ANNOTATIONS: dict[tuple[str, str], Annotator] = {
     ("Stat", "mzxid"): _hex,
     ("Stat", "pzxid"): _hex,
     ("Stat", "ephemeral_owner"): _hex,
+    ("StatPersisted", "ctime"): _time,
+    ("StatPersisted", "mtime"): _time,
+    ("StatPersisted", "czxid"): _hex,
+    ("StatPersisted", "mzxid"): _hex,
+    ("StatPersisted", "pzxid"): _hex,
+    ("StatPersisted", "ephemeral_owner"): _hex,
     ("ACL", "perms"): _perms,
     ("CreateRequest", "flags"): _enum(ENUMS["CreateMode"]),
     ("CreateTTLRequest", "flags"): _enum(ENUMS["CreateMode"]),
@@ -110,6 +125,10 @@ ANNOTATIONS: dict[tuple[str, str], Annotator] = {
     ("ConnectRequest", "last_zxid_seen"): _hex,
     ("ConnectRequest", "session_id"): _hex,
     ("ConnectResponse", "session_id"): _hex,
+    ("ConnectRequest", "time_out"): _ms,
+    ("ConnectResponse", "time_out"): _ms,
+    ("CreateTTLRequest", "ttl"): _ms,
+    ("ReconfigRequest", "cur_config_id"): _hex,
     ("SetWatches", "relative_zxid"): _hex,
     ("SetWatches2", "relative_zxid"): _hex,
     ("ConnectRequest", "passwd"): _secret,

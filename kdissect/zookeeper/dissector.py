@@ -6,6 +6,7 @@ from __future__ import annotations
 from kdissect.dissect.base import Budget, ConversationState, Options
 from kdissect.dissect.keyinfo import KeyInfo
 from kdissect.model import Field, Message
+from kdissect.text import plural
 from kdissect.wire.reader import WireReader
 from kdissect.zookeeper import fieldkeys, fourlw, packets, probe, session
 from kdissect.zookeeper.columns import COLUMNS
@@ -49,6 +50,7 @@ class ZooKeeperDissector:
     style = "green"
     columns = COLUMNS
     diagnostics = DIAGNOSTICS
+    learns_across_conversations = False
 
     def holds_secrets(self, msg: Message) -> bool:
         return msg.info.get("op") in ("connect", "auth")
@@ -125,7 +127,7 @@ class ZooKeeperDissector:
     def _after_word(self, msg: Message) -> None:
         msg.kind = "data"
         msg.expects_response = False
-        msg.summary = f"{len(msg.data)} more bytes after the four-letter word"
+        msg.summary = f"{plural(len(msg.data), 'more byte')} after the four-letter word"
         msg.fields = [Field("trailing", msg.data, 0, len(msg.data), hint="bytes")]
 
 

@@ -1,8 +1,9 @@
 """ZooKeeper's field keys for `kdissect fields`: the header keys, then a walk over the jute
 record layouts. A message's record fields sit at the root after the header, nested records are
 structs, vectors arrays. Records used only inside others (Stat, ACL, Id) are not roots. Multi
-operations (ops, results) and four-letter words are built outside the tables: `--from` lists
-them."""
+operations (ops, results: each element the fields of its operation's record) and four-letter
+words are built outside the tables: EXTRA names them (`ops.*`: any key below), `--from` lists
+what a capture holds."""
 
 from __future__ import annotations
 
@@ -23,6 +24,17 @@ HEADER = (
     ("err", "int", "error code (reply)"),
     ("err_name", "string", "error name (reply)"),
 )
+EXTRA = (
+    ("ops", "[]struct", "operations of a multi request"),
+    ("ops.*", "any", "an operation's type, type_name, then its request record's fields"),
+    ("results", "[]struct", "results of a multi response"),
+    ("results.*", "any", "a result's type, err, then its response record's fields"),
+    ("result_err", "int", "error of a multi result"), ("result_err_name", "string", "its name"),
+    ("event", "string", "watch event"),
+    ("four_letter_word", "string", "four-letter word command"), ("lines", "[]string", "its reply lines"),
+    ("text", "string", "its reply text"), ("trace_mask", "int64", "stmk/gtmk trace mask"),
+    ("body", "bytes", "body not decoded"), ("trailing", "bytes", "bytes after the record"),
+)
 # Headers (the dissector renders them: HEADER) and StatPersisted (server-side only).
 NOT_ROOTS = ("RequestHeader", "ReplyHeader", "MultiHeader", "StatPersisted")
 
@@ -37,6 +49,8 @@ def field_keys() -> list[KeyInfo]:
             keys.setdefault(path, KeyInfo("zookeeper." + path, typ)).use(record)
             if named:
                 keys.setdefault(path + "_name", KeyInfo(f"zookeeper.{path}_name", "string", "name")).use(record)
+    for path, typ, desc in EXTRA:
+        keys.setdefault(path, KeyInfo("zookeeper." + path, typ, desc))
     return sorted(keys.values(), key=lambda k: k.key)
 
 

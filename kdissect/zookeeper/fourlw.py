@@ -3,7 +3,7 @@ prefix (stmk adds an 8-byte trace mask), the server answers plain text and close
 
 from __future__ import annotations
 
-from kdissect.model import Field, Message
+from kdissect.model import HEX, Field, Message
 
 # word -> what it asks for
 WORDS: dict[str, str] = {
@@ -53,7 +53,7 @@ def dissect_request(msg: Message, data: bytes) -> None:
     fields = [Field("four_letter_word", word, 0, 4, display=WORDS.get(word))]
     rest = 4
     if word == "stmk" and len(data) >= 12:
-        fields.append(Field("trace_mask", int.from_bytes(data[4:12], "big"), 4, 8))
+        fields.append(Field("trace_mask", int.from_bytes(data[4:12], "big"), 4, 8, hint=HEX))
         rest = 12
     if len(data) > rest:
         fields.append(Field("trailing", data[rest:], rest, len(data) - rest, hint="bytes"))

@@ -12,6 +12,7 @@ from kdissect.dissect.base import ConversationState
 from kdissect.dissect.partial import inline_partial, keep_partial, partial_fields
 from kdissect.errors import DecodeError
 from kdissect.model import STRUCT, Field, Message
+from kdissect.text import plural
 from kdissect.wire.reader import WireReader
 from kdissect.zookeeper import multi, summary
 from kdissect.zookeeper.annotate import error_name, opcode_name
@@ -40,7 +41,7 @@ def _undecoded(msg: Message, r: WireReader, why: str) -> list[Field]:
 def _trailing(msg: Message, r: WireReader) -> list[Field]:
     if r.at_end():
         return []
-    msg.add(DIAGNOSTICS("trailing", f"{r.remaining} bytes after the record", r.pos))
+    msg.add(DIAGNOSTICS("trailing", f"{plural(r.remaining, 'byte')} after the record", r.pos))
     return [_raw(r, "trailing")]
 
 

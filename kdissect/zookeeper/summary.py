@@ -6,19 +6,19 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kdissect.model import Field
-from kdissect.text import plural
+from kdissect.text import plural, value_word
 
 Part = Callable[[Field], "str | None"]
 MAX_PATHS = 3
 
 
 def _value(f: Field) -> str | None:
-    return None if f.value is None else str(f.value)
+    return None if f.value is None else value_word(f.value)
 
 
 def _size(f: Field) -> str | None:
     if isinstance(f.value, bytes):
-        return f"{len(f.value)} bytes"
+        return plural(len(f.value), "byte")
     if isinstance(f.value, str) and f.value.startswith("<redacted"):
         return f.value
     return "null data" if f.value is None else None

@@ -74,7 +74,7 @@ def test_produce_and_consume_are_decoded_live(mock_kafka: MockCluster, tmp_path:
             assert 0 <= m["match"]["rtt_ms"] < 5000
     produced = [m for m in msgs if m["info"]["op"] == "Produce" and m["kind"] == "request"]
     assert {m["info"]["topic"] for m in produced} == {TOPIC}
-    assert sorted(r["value"] for m in produced for r in records(m)) == sorted(f"value-{i}" for i in range(50))
+    assert sorted(r["value_text"] for m in produced for r in records(m)) == sorted(f"value-{i}" for i in range(50))
     metadata = [m for m in msgs if m["info"]["op"] == "Metadata" and m["kind"] == "response"]
     assert any(TOPIC in m["info"].get("topics", []) for m in metadata)
     assert not [d for m in msgs for d in m["diagnostics"] if d["severity"] == "error"]

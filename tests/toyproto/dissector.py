@@ -20,6 +20,7 @@ class ToyDissector:
     max_frame = 1024
     style = "blue"
     diagnostics = DIAGNOSTICS
+    learns_across_conversations = False
     columns: Projection = (
         ("op", "int", ("op",)),
         ("op_name", "string", ("op_name",)),

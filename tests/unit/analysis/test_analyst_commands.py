@@ -43,7 +43,7 @@ def test_fields_options() -> None:
     out = run("export", str(path), "-F", "fields", "-e", "kafka.topic_data.partition_data.records.records.key",
               "-E", "occurrence=l", "-E", "quote=s", "-Y", "kdissect.frame == 33")
     (d,) = export(path, "-Y", "kdissect.frame == 33")
-    last = d["fields"]["topic_data"][-1]["partition_data"][-1]["records"][-1]["records"][-1]["key"]
+    last = d["fields"]["topic_data"][-1]["partition_data"][-1]["records"][-1]["records"][-1]["key_text"]
     assert last.startswith("key-")
     assert out == f"'{last}'\n"
 

@@ -47,8 +47,11 @@ def test_operations_match_the_export(rel: str) -> None:
     for key, row in got.items():
         resp = [d for d in msgs if d["kind"] == "response" and op_key(d, by_frame) == key]
         errors = Counter(d["info"]["error"] for d in resp if d["info"].get("error"))
-        assert row["errors"] == dict(errors), key
-        rtts = [d["match"]["rtt_ms"] for d in resp if d["match"] and d["match"]["rtt_ms"] is not None]
+        assert Counter(row["errors"]) + Counter(row["expected"]) == errors, key
+        timed = [d for d in resp if d["match"] and d["match"]["rtt_ms"] is not None]
+        polls = [d for d in timed if long_poll(d, by_frame[d["match"]["frame"]])]
+        assert row["long_polls"] == row["long_poll_time_ms"]["count"] == len(polls), key
+        rtts = [d["match"]["rtt_ms"] for d in timed if d not in polls]
         rt = row["response_time_ms"]
         assert rt["count"] == len(rtts)
         if rtts:
@@ -56,6 +59,18 @@ def test_operations_match_the_export(rel: str) -> None:
             assert (rt["min"], rt["max"]) == (min(rtts), max(rtts))
             for q, name in ((0.5, "p50"), (0.9, "p90"), (0.99, "p99")):
                 assert rt[name] == nearest_rank(rtts, q), (key, name)
+
+
+def long_poll(resp: dict[str, Any], req: dict[str, Any]) -> bool:
+    """docs/stats.md's long-poll rule for the operations of these captures, from the JSON export."""
+    op, err, rtt = req["info"].get("op"), resp["info"].get("error"), resp["match"]["rtt_ms"]
+    if req["protocol"] == "kafka" and op == "JoinGroup":
+        return err is None
+    if req["protocol"] == "kafka" and op == "Fetch":
+        wait = req["fields"].get("max_wait_ms") or 0
+        records = sum(n for _, _, n in batches(resp, "responses", "partitions", "partition_index"))
+        return err is None and records == 0 and wait > 0 and rtt >= 0.9 * wait
+    return False
 
 
 def batches(d: dict[str, Any], topic_key: str, parts_key: str, part_key: str) -> Iterator[tuple[str, int, int]]:

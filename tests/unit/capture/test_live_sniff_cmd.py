@@ -116,3 +116,70 @@ def test_sniff_display_filter(fake: type[FakeLive]) -> None:
     assert [(m["kind"], m["info"]["corr"]) for m in msgs] == [("request", 2), ("response", 2)]
     assert res.stderr.strip().splitlines()[-1] == \
         "kdissect: 9 packets, 6 messages, 2 shown, 3 dropped by the kernel"
+
+
+def test_sniff_writes_a_ring_buffer_of_pcapng_files(fake: type[FakeLive], tmp_path: Path) -> None:
+    out = tmp_path / "ring.pcapng"
+    res = CliRunner().invoke(cli, ["sniff", "-i", "lo", "-F", "jsonl", "--duration", "0.3", "-w", str(out),
+                                   "-b", "packets:4", "-b", "files:2"])
+    assert res.exit_code == 0, res.output
+    names = sorted(p.name for p in tmp_path.iterdir())
+    # 9 packets, 4 a file: files 1 and 2 are full, file 3 holds the last one; file 1 was deleted
+    assert [n.split("_")[1] for n in names] == ["00002", "00003"]
+    assert all(n.startswith("ring_") and n.endswith(".pcapng") for n in names)
+    frames = [f.data for n in names for f in CaptureFile(str(tmp_path / n))]
+    assert frames == [f.data for f in fake.frames[4:]]
+    assert res.stderr.strip().splitlines()[-1].endswith(
+        f"9 written to 3 files (2 kept), the last {tmp_path / names[-1]}")
+
+
+def test_sniff_dash_p_writes_pcap(fake: type[FakeLive], tmp_path: Path) -> None:
+    out = tmp_path / "s.pcap"
+    res = CliRunner().invoke(cli, ["sniff", "-i", "lo", "-F", "jsonl", "--duration", "0.2", "-w", str(out), "-P"])
+    assert res.exit_code == 0, res.output
+    assert out.read_bytes()[:4] == struct.pack("=I", 0xA1B23C4D)
+    assert [f.data for f in CaptureFile(str(out))] == [f.data for f in fake.frames]
+
+
+def test_sniff_ring_buffer_needs_a_file(fake: type[FakeLive]) -> None:
+    res = CliRunner().invoke(cli, ["sniff", "-i", "lo", "-b", "filesize:10"])
+    assert res.exit_code != 0 and "needs a file to write (-w FILE)" in str(res.exception)
+    assert fake.opened == []  # refused before capturing
+
+
+def test_sniff_backend_pcap_is_chosen(fake: type[FakeLive], monkeypatch: pytest.MonkeyPatch) -> None:
+    from kdissect.capture import pcaplive
+
+    class FakePcap(FakeLive):
+        pass
+
+    monkeypatch.setattr(pcaplive, "PcapCapture", FakePcap)
+    FakePcap.opened = []
+    res = CliRunner().invoke(cli, ["sniff", "-i", "en0", "--backend", "pcap", "-F", "jsonl", "-c", "2"])
+    assert res.exit_code == 0, res.output
+    assert FakePcap.opened == [("en0", "", 64)] and fake.opened == []
+    assert len(res.stdout.splitlines()) == 2
+
+
+def test_sniff_backend_pcap_without_libpcap(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kdissect.capture import bpf
+
+    monkeypatch.setattr(bpf, "_libpcap", lambda: None)
+    res = CliRunner().invoke(cli, ["sniff", "-i", "lo", "--backend", "pcap"])
+    assert res.exit_code != 0
+    assert "the pcap backend needs libpcap" in str(res.exception)
+
+
+def test_sniff_time_column(fake: type[FakeLive]) -> None:
+    def times(*args: str) -> list[str]:
+        res = CliRunner().invoke(cli, ["sniff", "-i", "lo", "--no-color", "--duration", "0.2", *args])
+        assert res.exit_code == 0, res.output
+        return [line.split()[1] for line in res.stdout.splitlines()]
+
+    # frames 1 ms apart from 1000.0; the messages start at frame 4, after the handshake
+    assert times() == ["0.003000", "0.004000", "0.005000", "0.006000", "0.007000", "0.008000"]
+    corr2 = ("-Y", "kafka.header.correlation_id == 2")
+    assert times("-t", "r", *corr2) == ["0.005000", "0.006000"]
+    assert times("-t", "d", *corr2) == ["0.001000", "0.001000"]  # after response 1, shown or not
+    assert times("-t", "dd", *corr2) == ["0.000000", "0.001000"]
+    assert times("-t", "e", *corr2) == ["1000.005000", "1000.006000"]

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from kdissect.filter import FilterError, compile_filter
+from kdissect.filter import FilterError, compile_filter, names
 from kdissect.kafka.diagnostics import DIAGNOSTICS as KAFKA_DIAGNOSTICS
 from kdissect.model import ENUM, FLAGS, Field, Match, Message, Pdu, array, struct
+
+
+@pytest.fixture(autouse=True)
+def _no_key_tables(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The messages here are built by hand, with trees of their own: names are not checked
+    against the protocols' key tables (tests/unit/filter/test_filter_names.py does that)."""
+    monkeypatch.setattr(names, "vocabularies", lambda protocols=None: {})
+    yield
 
 
 def _kafka_response() -> Message:

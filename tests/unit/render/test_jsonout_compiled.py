@@ -60,7 +60,8 @@ from kdissect.protocols import DissectorRegistry
 from kdissect.render import jsonout
 
 MODULE = jsonout.__name__
-NAMES = ("printable", "bytes_value", "row_dict", "field_value", "fields_dict", "message_dict", "_odd_floats")
+NAMES = ("printable", "bytes_value", "bytes_text", "text_or_hex", "row_dict", "field_value", "fields_dict",
+         "message_dict", "_odd_floats")
 PURE = {n: accel.pure(MODULE, n) for n in NAMES}
 try:
     _twin: Any = importlib.import_module("kdissect.render._jsonout")
@@ -324,8 +325,9 @@ def test_byte_strings_give_the_same_text(b: bytes) -> None:
     assert_same("printable", bytearray(b))
     assert_same("printable", memoryview(b))  # no decode(): the same AttributeError
     for mb in (*MAX_BYTES, 3, len(b), len(b) - 1, -1, 2**70):
-        assert_same("bytes_value", b, mb)
-        assert_same("bytes_value", bytearray(b), mb)
+        for name in ("bytes_value", "bytes_text", "text_or_hex"):
+            assert_same(name, b, mb)
+            assert_same(name, bytearray(b), mb)
 
 
 @needs_twin
@@ -337,8 +339,9 @@ def test_one_odd_byte_anywhere_in_ascii_text(c: int) -> None:
             b = bytes(0x41 + (i % 26) for i in range(n))
             b = b[:pos] + bytes([c]) + b[pos + 1:]
             assert_same("printable", b)
-            assert_same("bytes_value", b, 0)
-            assert_same("bytes_value", b, 9)
+            for name in ("bytes_value", "bytes_text", "text_or_hex"):
+                assert_same(name, b, 0)
+                assert_same(name, b, 9)
 
 
 @needs_twin

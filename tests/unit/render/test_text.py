@@ -22,7 +22,7 @@ def _messages() -> list:
 
 def test_plain_and_rich_summary_lines_agree() -> None:
     for m in _messages():
-        assert summary_plain(m, 100.0) == summary_line(m, 100.0).plain
+        assert summary_plain(m, "   0.250000") == summary_line(m, "   0.250000").plain
 
 
 def test_plain_and_colour_renderers_print_the_same_text() -> None:

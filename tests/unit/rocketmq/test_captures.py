@@ -43,11 +43,12 @@ def test_send_message_v2_real() -> None:
     assert req.summary == "SEND_MESSAGE_V2 topic=TopicTest queue=0 tags=TagA"
     assert _get(req, "ext_fields.producer_group") == "please_rename_unique_group_name"
     assert _get(req, "ext_fields.born_timestamp") == 1736132550666
-    assert _get(req, "ext_fields.properties.uniq_key") == "0A0000D900086E0BE8581A66E40A0000"
+    assert _get(req, "ext_fields.properties.UNIQ_KEY") == "0A0000D900086E0BE8581A66E40A0000"
     assert _get(req, "body") == b"Hello RocketMQ 0"
     assert _get(req, "language") == 0 and _get(req, "version") == 293
     assert resp.peer is req and resp.match is not None
-    assert resp.summary == "SUCCESS msgId=0A0000B400002A9F00000000002EAF62 queue=0 offset=4249"
+    assert resp.summary == ("SUCCESS for SEND_MESSAGE_V2 topic=TopicTest "
+                            "msgId=0A0000B400002A9F00000000002EAF62 queue=0 offset=4249")
     assert _bad(msgs) == []
 
 
@@ -58,15 +59,16 @@ def test_pull_message_real() -> None:
     sys_flag = next(c for c in next(f for f in first.fields if f.name == "ext_fields").children or [] if c.name == "sys_flag")
     assert sys_flag.value == 2 and sys_flag.display == "SUSPEND"
     not_found = _by_frame(msgs, 3)
-    assert not_found.summary == "PULL_NOT_FOUND next=0 remark='NO_MESSAGE_IN_QUEUE'"
+    assert not_found.summary == ("PULL_NOT_FOUND for PULL_MESSAGE topic=%RETRY%please_rename_unique_group_name_4 "
+                                 "next=0 remark='NO_MESSAGE_IN_QUEUE'")
     found = _by_frame(msgs, 9)
-    assert found.summary == "SUCCESS 1 message"
+    assert found.summary == "SUCCESS for PULL_MESSAGE topic=TopicTest 1 message"
     assert found.peer is not None and found.peer.frame == 6
     m = (next(f for f in found.fields if f.name == "messages").children or [])[0]
     assert m.get("topic") == "TopicTest" and m.get("queue_id") == 2 and m.get("queue_offset") == 1154
     assert m.get("body") == b"Hello RocketMQ 1"
     assert m.get("born_host") == "192.169.0.6:52070" and m.get("store_host") == "192.169.0.4:10911"
-    assert m.get("properties.tags") == "TagA"
+    assert m.get("properties.TAGS") == "TagA"
     assert m.get("msg_id") == "C0A9000400002A9F00000000000CACE0"
     assert _bad(msgs) == []
 
@@ -94,7 +96,7 @@ def test_cpp_client_shared_capture() -> None:
     send = _by_frame(msgs, 11)
     assert send.summary == "SEND_MESSAGE topic=TopicGen queue=0 keys=key-0 tags=TagA"
     assert _get(send, "language") == 1  # CPP
-    assert _get(send, "ext_fields.properties.prop_0") == "value-0"
+    assert _get(send, "ext_fields.properties.prop-0") == "value-0"
     big = _by_frame(msgs, 33)
     assert _get(big, "ext_fields.sys_flag") == 1
     assert _get(big, "body") == b"B" * 300000 and _get(big, "compressed_size") == 314

@@ -28,14 +28,14 @@ def test_send_v2_request_and_response(run: Run, st: int) -> None:
     assert req.summary == "SEND_MESSAGE_V2 topic=orders queue=3 keys=k1"
     assert field(req, "ext_fields.producer_group") == "PG"
     assert field(req, "ext_fields.born_timestamp") == 1700000000000
-    assert field(req, "ext_fields.properties.keys") == "k1"
+    assert field(req, "ext_fields.properties.KEYS") == "k1"
     assert field(req, "body") == b"hi"
     assert req.info["op"] == "SEND_MESSAGE_V2" and req.info["corr"] == 41 and req.info["topic"] == "orders"
     resp = run(enc.frame(0, opaque=41, flag=1, ext={"msgId": "AB", "queueId": "3", "queueOffset": "17"},
                          serialize=BINARY if st == JSON else JSON), to_server=False)
     assert resp.peer is req
     assert resp.kind == "response"
-    assert resp.summary == "SUCCESS msgId=AB queue=3 offset=17"
+    assert resp.summary == "SUCCESS for SEND_MESSAGE_V2 topic=orders msgId=AB queue=3 offset=17"
     assert resp.info["op"] == "SEND_MESSAGE_V2" and resp.info["error"] is None
 
 
@@ -67,7 +67,7 @@ def test_opaque_matching_is_per_initiating_side(run: Run) -> None:
     assert client_answer.peer is broker_req
     broker_answer = run(enc.frame(0, opaque=9, flag=1, ext={"offset": "12"}), to_server=False)
     assert broker_answer.peer is client_req
-    assert broker_answer.summary == "SUCCESS offset=12"
+    assert broker_answer.summary == "SUCCESS for QUERY_CONSUMER_OFFSET topic=t offset=12"
 
 
 def test_pull_response_with_messages(run: Run) -> None:
@@ -80,12 +80,12 @@ def test_pull_response_with_messages(run: Run) -> None:
                            magic_v2=True, store=("fe80::1", 10911)),
     ])
     resp = run(enc.frame(0, opaque=2, flag=1, ext={"nextBeginOffset": "13"}, body=body), to_server=False)
-    assert resp.summary == "SUCCESS 3 messages"
+    assert resp.summary == "SUCCESS for PULL_MESSAGE topic=orders 3 messages"
     assert resp.diagnostics == []
     msgs = next(f for f in resp.fields if f.name == "messages").children or []
     assert [m.get("body") for m in msgs] == [b"a" * 300, b"b" * 300, b"c" * 300]
     assert msgs[0].get("msg_id") == "7F00000100002A9F0000000000000FA0"
-    assert msgs[0].get("properties.keys") == "z"
+    assert msgs[0].get("properties.KEYS") == "z"
     assert msgs[1].get("born_host") == "[::1]:7"
     assert msgs[2].get("store_host") == "[fe80::1]:10911"
     assert msgs[2].get("magic") == 0xDAA320AB
@@ -100,7 +100,7 @@ def test_inner_batch_is_unwrapped(run: Run) -> None:
     msg = (next(f for f in resp.fields if f.name == "messages").children or [])[0]
     inner_f = next(c for c in msg.children or [] if c.name == "inner_messages")
     assert [m.get("body") for m in inner_f.children or []] == [b"one", b"two"]
-    assert [m.get("properties.uniq_key") for m in inner_f.children or []] == ["1", "2"]
+    assert [m.get("properties.UNIQ_KEY") for m in inner_f.children or []] == ["1", "2"]
 
 
 def test_crc_mismatch_is_a_checksum_error(run: Run) -> None:
@@ -136,7 +136,7 @@ def test_batch_send_is_split(run: Run) -> None:
     msg = run(enc.frame(320, opaque=6, ext=_v2("t", 1, {}), body=body))
     assert msg.summary == "SEND_BATCH_MESSAGE topic=t queue=1 2 messages"
     msgs = next(f for f in msg.fields if f.name == "messages").children or []
-    assert [m.get("properties.keys") for m in msgs] == ["a", "b"]
+    assert [m.get("properties.KEYS") for m in msgs] == ["a", "b"]
 
 
 def test_truncated_message_keeps_earlier_ones(run: Run) -> None:
@@ -161,7 +161,7 @@ def test_json_body_fastjson(run: Run) -> None:
 def test_error_response(run: Run) -> None:
     run(enc.frame(105, opaque=9, ext={"topic": "nope"}))
     resp = run(enc.frame(17, opaque=9, flag=1, remark="No topic route info"), to_server=False)
-    assert resp.summary == "TOPIC_NOT_EXIST remark='No topic route info'"
+    assert resp.summary == "TOPIC_NOT_EXIST for GET_ROUTEINFO_BY_TOPIC topic=nope remark='No topic route info'"
     assert resp.info["error"] == "TOPIC_NOT_EXIST" and resp.info["error_code"] == 17
     assert [(d.group, d.severity) for d in resp.diagnostics] == [(Group.PROTOCOL, Severity.WARNING)]
 

@@ -43,13 +43,13 @@ def test_pull_response_cut_inside_its_second_message() -> None:
     pkts.append(c.segment(False, whole[:-6]))  # the capture ends inside the TAGS property
     req, resp = run_packets(pkts)
     assert resp.peer is req
-    assert resp.summary == "SUCCESS 1 message (malformed)"
+    assert resp.summary == "SUCCESS for PULL_MESSAGE topic=orders 1 message (malformed)"
     assert resp.info["messages"] == 1 and resp.info["error"] is None and resp.info["topic"] == "orders"
     msgs = root(resp, "messages").children or []
     assert names(msgs) == ["message", "message", "undecoded"]
     second = msgs[1]
     assert names(second.children)[-3:] == ["topic", "properties_length", "properties"]
-    assert second.get("properties.keys") == "k1" and second.get("properties.tags") is None
+    assert second.get("properties.KEYS") == "k1" and second.get("properties.TAGS") is None
     cut_at = len(whole) - 6 - 1  # after the KEYS item and its separator
     assert (msgs[2].offset, msgs[2].value) == (cut_at, whole[cut_at:-6])
     assert [d.key for d in resp.diagnostics] == ["tcp.incomplete", "rocketmq.length", "rocketmq.message_malformed"]
@@ -62,7 +62,7 @@ def test_error_response_cut_inside_its_ext_fields_keeps_code_and_remark() -> Non
     remark = "No topic route info in name server for the topic: orders"
     whole = enc.frame(TOPIC_NOT_EXIST, opaque=8, flag=1, remark=remark, ext={"a": "1", "b": "2"})
     msg = run(whole[:-3], False, state)
-    assert msg.summary == f"TOPIC_NOT_EXIST remark={remark!r} (malformed)"
+    assert msg.summary == f"TOPIC_NOT_EXIST for PULL_MESSAGE topic=orders remark={remark!r} (malformed)"
     assert msg.info["error"] == "TOPIC_NOT_EXIST" and msg.info["error_code"] == TOPIC_NOT_EXIST
     assert msg.info["op"] == "PULL_MESSAGE"
     assert names(msg.fields) == ["length", "serialize_type", "header_length", "code", "language", "version",

@@ -8,7 +8,7 @@ import sys
 
 from pcapgen import TcpConn, ethernet
 
-from kdissect.capture.l2l4 import decode
+from kdissect.capture.l2l4 import ACK, RST, TcpSegment, decode
 from kdissect.capture.pcapfile import RawFrame
 from kdissect.stream.flow import Conversation
 from kdissect.stream.reassembly import Data, Event
@@ -75,6 +75,93 @@ def test_the_least_recently_active_is_closed_past_the_limit() -> None:
     _track(pkts, rec, limit=2)
     assert [(what, i) for what, i, _ in rec.log] == [("opened", 0), ("opened", 1), ("opened", 2), ("closed", 0),
                                                      ("closed", 1), ("closed", 2)]
+
+
+def _streams(pkts: list[bytes], limit: int = 10, remembered: int = 10) -> list[int]:
+    """Each packet's stream number."""
+    out: list[int] = []
+
+    class Numbering(Tracker[str]):
+        def _conversation(self, seg: TcpSegment) -> Conversation[str]:
+            conv = super()._conversation(seg)
+            out.append(conv.index)
+            return conv
+
+    tracker = Numbering(Recorder(), limit, remembered)
+    for i, p in enumerate(pkts):
+        frame = ethernet(p)
+        seg = decode(RawFrame(i + 1, 1.0 + i, 1, frame, len(frame)))
+        assert seg is not None
+        tracker.segment(seg)
+    return out
+
+
+def _closed_connection(isn_c: int = 1000) -> tuple[TcpConn, list[bytes]]:
+    c = TcpConn(isn_c=isn_c)
+    pkts = [*c.handshake(), c.segment(True, b"hello"), c.fin(True), c.fin(False)]
+    return c, pkts
+
+
+def test_packets_after_the_end_stay_in_their_stream() -> None:
+    c, pkts = _closed_connection()
+    last_ack = c.segment(True, b"", ACK)
+    retransmitted = c.segment(False, b"late", seq=c.seq[False] - 5)
+    rst = c.segment(False, b"", RST)
+    rec = Recorder()
+    _track([*pkts, last_ack, retransmitted, rst], rec)
+    # one conversation, ended at the FINs; what follows is counted in it, not decoded
+    assert rec.log == [("opened", 0, None), ("data", 0, (True, b"hello")), ("closed", 0, (6, 5))]
+    assert _streams([*pkts, last_ack, retransmitted, rst]) == [0] * 9
+
+
+def test_new_bytes_after_a_reset_are_decoded_in_the_same_stream() -> None:
+    # A client that writes after its connection was reset (a ZooKeeper ping sent into a dead
+    # session, say): the bytes are real traffic, dissected as Wireshark does, in stream 0.
+    c = TcpConn()
+    pkts = [*c.handshake(), c.segment(True, b"hello"), c.segment(True, b"", RST, advance=False),
+            c.segment(True, b"again"), c.segment(True, b"again", seq=c.seq[True] - 5)]
+    rec = Recorder()
+    _track(pkts, rec)
+    assert [e for e in rec.log if e[0] == "data"] == [("data", 0, (True, b"hello")), ("data", 0, (False, b"again"))]
+    assert [e[:2] for e in rec.log if e[0] != "data"] == [("opened", 0), ("closed", 0), ("opened", 0), ("closed", 0)]
+    assert _streams(pkts) == [0] * len(pkts)
+
+
+def test_a_syn_with_another_sequence_number_reuses_the_ports() -> None:
+    _, first = _closed_connection(isn_c=1000)
+    _, again = _closed_connection(isn_c=9000)
+    _, same_isn = _closed_connection(isn_c=9000)
+    # a new initial sequence number starts a new stream; the same one is a retransmission
+    assert _streams(first + again + same_isn) == [0] * 6 + [1] * 12
+    # a SYN retransmitted before the answer stays in its stream, a SYN-ACK never starts one
+    c = TcpConn()
+    syn = c.handshake()[0]
+    assert _streams([syn, syn, *TcpConn().handshake()[1:]]) == [0, 0, 0, 0]
+
+
+def test_a_syn_after_a_capture_started_mid_connection() -> None:
+    c = TcpConn(isn_c=1000)
+    c.handshake()
+    data = c.segment(True, b"abc")  # seq 1001: its side started at 1000 as far as anyone knows
+    assert _streams([data, TcpConn(isn_c=1000).handshake()[0]]) == [0, 0]
+    assert _streams([data, TcpConn(isn_c=1001).handshake()[0]]) == [0, 1]
+    # the server's side is known from the client's first acknowledgement (5000 + 1 - 1)
+    assert _streams([data, TcpConn(isn_s=5000).handshake()[1]]) == [0, 0]
+
+
+def test_a_conversation_closed_past_the_limit_keeps_its_number() -> None:
+    conns = [TcpConn(cport=40000 + i) for i in range(3)]
+    pkts = [p for c in conns for p in c.handshake()]
+    pkts.append(conns[0].segment(True, b"more"))
+    rec = Recorder()
+    _track(pkts, rec, limit=2)
+    # the first was closed when the third opened; its next packet continues it as stream 0
+    assert [(what, i) for what, i, _ in rec.log] == [
+        ("opened", 0), ("opened", 1), ("opened", 2), ("closed", 0), ("opened", 0), ("closed", 1), ("data", 0),
+        ("closed", 2), ("closed", 0)]
+    assert _streams(pkts, limit=2) == [0, 0, 0, 1, 1, 1, 2, 2, 2, 0]
+    # forgotten past the remembered ones, it is numbered anew
+    assert _streams(pkts, limit=1, remembered=1) == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]
 
 
 def test_the_tcp_layer_imports_nothing_above_it() -> None:

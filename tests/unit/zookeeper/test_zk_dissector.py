@@ -113,7 +113,7 @@ def test_state_change_notification_without_path() -> None:
 def test_create_flags_acl_perms_and_auth_redaction() -> None:
     acl = i32(1) + i32(1 | 4) + ustr("digest") + ustr("alice:xyz")
     msg = dissect(request(1, 1, ustr("/e") + buf(b"v") + acl + i32(3)), True, started())
-    assert msg.summary == "create /e 1 bytes EPHEMERAL_SEQUENTIAL"
+    assert msg.summary == "create /e 1 byte EPHEMERAL_SEQUENTIAL"
     assert field(msg, "acl.perms").display == "READ|CREATE"
     assert field(msg, "flags").display == "EPHEMERAL_SEQUENTIAL"
     auth = dissect(request(-4, 100, i32(0) + ustr("digest") + buf(b"alice:secret")), True, started())

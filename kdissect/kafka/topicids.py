@@ -1,0 +1,142 @@
+"""Topic ids and names over a whole capture.
+
+Since Kafka 2.8 (KIP-516) several APIs name a topic by its id only (Fetch v13+, Produce v13+,
+the share-group and consumer-group heartbeat APIs...). The names are learned from every message
+that carries an id beside its topic's name (Metadata v10+, CreateTopics v7+ and
+DescribeTopicPartitions responses, LeaderAndIsr and UpdateMetadata requests...), in capture
+order, into one `TopicIds` per capture (`ConversationState.capture`): a client learns the ids on
+one broker connection and fetches with them on another.
+
+Where the ids sit in each message is read from the specification's tables once: the structs
+that have a `topic_id` field, as a path of field names from the body.
+"""
+
+from __future__ import annotations
+
+from kdissect.kafka.ops import Ctx
+from kdissect.kafka.schema_messages import REQUESTS, RESPONSES
+from kdissect.kafka.schema_types import FieldRow
+from kdissect.model import ARRAY, Field
+
+MAX_IDS = 100_000
+NO_ID = "00000000-0000-0000-0000-000000000000"  # Uuid.ZERO_UUID: no id
+ID = "topic_id"
+NAMES = ("name", "topic", "topic_name")  # a topic's name beside its id, by struct
+
+Path = tuple[str, ...]
+
+
+class TopicIds:
+    """Topic id → name, the most recent MAX_IDS ids learned (the oldest learned is forgotten
+    first; learning an id again makes it the newest)."""
+
+    __slots__ = ("names",)
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def learn(self, topic_id: str, name: str) -> None:
+        if topic_id == NO_ID or not name:
+            return
+        names = self.names
+        names.pop(topic_id, None)
+        if len(names) >= MAX_IDS:
+            del names[next(iter(names))]
+        names[topic_id] = name
+
+    def name(self, topic_id: object) -> str | None:
+        return self.names.get(topic_id) if isinstance(topic_id, str) else None
+
+
+def _paths(rows: tuple[FieldRow, ...], prefix: Path) -> list[Path]:
+    out: list[Path] = []
+    if any(r.name == ID and r.type == "uuid" for r in rows):
+        out.append(prefix)
+    for r in rows:
+        if r.children and r.type in ("struct", "[]struct"):
+            out += _paths(r.children, prefix + (r.name,))
+    return out
+
+
+def _since(rows: tuple[FieldRow, ...]) -> int:
+    """The lowest version in which a topic_id field exists anywhere in these rows."""
+    lows = [r.min_version for r in rows if r.name == ID and r.type == "uuid" and r.min_version <= r.max_version]
+    lows += [_since(r.children) for r in rows if r.children and r.type in ("struct", "[]struct")]
+    return min(lows, default=1 << 15)
+
+
+def _table() -> tuple[dict[tuple[int, bool], tuple[Path, ...]], dict[tuple[int, bool], int]]:
+    table: dict[tuple[int, bool], tuple[Path, ...]] = {}
+    since: dict[tuple[int, bool], int] = {}
+    for is_request, messages in ((True, REQUESTS), (False, RESPONSES)):
+        for api_key, rows in messages.items():
+            paths = _paths(rows, ())
+            if paths:
+                table[(api_key, is_request)] = tuple(paths)
+                since[(api_key, is_request)] = _since(rows)
+    return table, since
+
+
+# (api key, is request) → the paths of the structs that carry a topic id, and the first version
+# that has one (older versions are not walked: Produce before v13 names its topics).
+ID_PATHS, ID_SINCE = _table()
+
+
+def _structs(fields: list[Field], path: Path) -> list[list[Field]]:
+    """The field lists of the structs at `path` (each element of an array on the way)."""
+    level = [fields]
+    for name in path:
+        nxt: list[list[Field]] = []
+        for kids in level:
+            for f in kids:
+                if f.name != name or not f.children:
+                    continue
+                if f.hint == ARRAY:
+                    nxt += [e.children for e in f.children if e.children is not None]
+                else:
+                    nxt.append(f.children)
+        level = nxt
+    return level
+
+
+def name_of(kids: list[Field]) -> str | None:
+    """The topic name a struct carries, if any."""
+    for f in kids:
+        if f.name in NAMES and isinstance(f.value, str) and f.value:
+            return f.value
+    return None
+
+
+def id_of(kids: list[Field]) -> str | None:
+    for f in kids:
+        if f.name == ID and isinstance(f.value, str) and f.value != NO_ID:
+            return f.value
+    return None
+
+
+def topic_ids(ctx: Ctx) -> TopicIds | None:
+    """The capture's topic ids (None outside a conversation)."""
+    return ctx.state.capture.get(TopicIds) if ctx.state is not None else None
+
+
+def note(api_key: int, is_request: bool, fields: list[Field], ctx: Ctx) -> None:
+    """Learn the ids a decoded body pairs with names, and add the names of the topics it names
+    by id only to ctx.topics (msg.info["topics"])."""
+    paths = ID_PATHS.get((api_key, is_request))
+    if paths is None or 0 <= ctx.version < ID_SINCE[(api_key, is_request)]:
+        return
+    ids = topic_ids(ctx)
+    if ids is None:
+        return
+    for path in paths:
+        for kids in _structs(fields, path):
+            tid = id_of(kids)
+            if tid is None:
+                continue
+            name = name_of(kids)
+            if name is not None:
+                ids.learn(tid, name)
+            else:
+                known = ids.name(tid)
+                if known is not None:
+                    ctx.topics.append(known)

@@ -1,0 +1,88 @@
+"""Tables that fit the console's width: the columns always shown, then the others from the
+highest priority down, each if it still fits at a readable width; the rest are left out rather
+than every column squeezed to a letter a line.
+
+A column's narrowest readable width: a number column, its widest cell and the longest word of its
+header (the header wraps at spaces); a text column (left-aligned, wraps), its natural width up to
+TEXT_MIN. Space beyond the minimums goes to text columns first, then to headers. Off a terminal
+the console is as wide as the content needs (cliutil.make_console), so nothing is dropped.
+A column may set its own least width (`least`: addresses are not cut below ADDRESS).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.table import Table
+
+TEXT_MIN = 12  # a wrapped text column is at least this wide (or its natural width, if less)
+ADDRESS = 21  # an IPv4 address and port ("255.255.255.255:65535") is not wrapped
+SEPARATOR = 3  # " │ " between columns (no edge, no outer padding)
+
+
+@dataclass(frozen=True, slots=True)
+class Col:
+    name: str
+    priority: int | None = None  # dropped first when lowest; None: always shown
+    text: bool = False  # left-aligned and wraps; else a right-aligned number
+    least: int = TEXT_MIN  # a text column is not wrapped narrower than this (or its natural width)
+
+
+@dataclass(slots=True)
+class Fitted:
+    table: Table
+    dropped: list[str]
+
+
+def _natural(col: Col, cells: list[str]) -> int:
+    return max([len(col.name), *(len(c) for c in cells)])
+
+
+def _minimum(col: Col, cells: list[str]) -> int:
+    word = max(len(w) for w in col.name.split())
+    if col.text:
+        return max(word, min(_natural(col, cells), col.least))
+    return max([word, *(len(c) for c in cells)])
+
+
+def _total(widths: list[int]) -> int:
+    return sum(widths) + SEPARATOR * (len(widths) - 1)
+
+
+def choose(cols: list[Col], rows: list[list[str]], width: int) -> tuple[list[int], list[int] | None]:
+    """The indexes of the columns kept and their widths (None: natural widths fit)."""
+    cells = [[r[i] for r in rows] for i in range(len(cols))]
+    keep = list(range(len(cols)))
+    natural = [_natural(cols[i], cells[i]) for i in keep]
+    if _total(natural) <= width:
+        return keep, None
+    least = [_minimum(c, cells[i]) for i, c in enumerate(cols)]
+    keep = [i for i, c in enumerate(cols) if c.priority is None]
+    for _, i in sorted(((c.priority, i) for i, c in enumerate(cols) if c.priority is not None), reverse=True):
+        if _total([least[j] for j in [*keep, i]]) <= width:
+            keep.append(i)
+    keep.sort()
+    widths = [least[i] for i in keep]
+    spare = width - _total(widths)
+    for text_first in (True, False):
+        for j, i in enumerate(keep):
+            if spare <= 0 or cols[i].text != text_first:
+                continue
+            grow = min(spare, _natural(cols[i], cells[i]) - widths[j])
+            widths[j] += grow
+            spare -= grow
+    return keep, widths
+
+
+def fitted_table(cols: list[Col], rows: list[list[str]], width: int, **options: Any) -> Fitted:
+    """A rich Table of the columns that fit `width`, and the names of those left out."""
+    keep, widths = choose(cols, rows, width)
+    t = Table(show_edge=False, pad_edge=False, **options)
+    for j, i in enumerate(keep):
+        c = cols[i]
+        t.add_column(c.name, justify="left" if c.text else "right", overflow="fold",
+                     width=None if widths is None else widths[j])
+    for r in rows:
+        t.add_row(*(r[i] for i in keep))
+    return Fitted(t, [cols[i].name for i in range(len(cols)) if i not in keep])
