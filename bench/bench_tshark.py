@@ -111,7 +111,10 @@ def main() -> int:
     if not shutil.which("tshark"):
         sys.exit("tshark is not installed (apt-get install tshark)")
     kd = shlex.split(a.kdissect)
-    pure_env = {**os.environ, "KDISSECT_PURE": "1"}
+    # kdissect runs as installed: its output buffered (PYTHONUNBUFFERED, set in some CI and
+    # container environments, makes every output line a system call) and its bytecode cached.
+    kd_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE")}
+    pure_env = {**kd_env, "KDISSECT_PURE": "1"}
     print(f"{'capture / command':<44}{'kdissect s':>11}{'other s':>10}{'ratio':>8}{'msgs/CPU-s':>12}"
           f"{'max RSS MB':>11}")
     for path in a.captures:
@@ -126,18 +129,18 @@ def main() -> int:
             first_message(path, one, ports)
             rows = [
                 ("export jsonl vs tshark -T json", kd + ["export", path, "--format", "jsonl", *kd_ports],
-                 ["tshark", "-n", "-r", path, *ts_ports, "-T", "json"], messages, None),
+                 ["tshark", "-n", "-r", path, *ts_ports, "-T", "json"], messages, kd_env),
                 ("read vs tshark -r", kd + ["read", path, *kd_ports], ["tshark", "-n", "-r", path, *ts_ports],
-                 messages, None),
+                 messages, kd_env),
                 ("start-up: read one message vs tshark -r", kd + ["read", one, *kd_ports],
-                 ["tshark", "-n", "-r", one, *ts_ports], 1, None),
+                 ["tshark", "-n", "-r", one, *ts_ports], 1, kd_env),
             ]
             for name, kcmd, tcmd, n, env in rows:
                 k, t = pair(kcmd, tcmd, a.repeat, env)
                 print(f"  {name:<42}{k.cpu:11.2f}{t.cpu:10.2f}{t.cpu / k.cpu:7.2f}x{n / k.cpu:12.0f}"
                       f"{k.rss_mb:11.0f}")
             export = kd + ["export", path, "--format", "jsonl", *kd_ports]
-            comp, pure = pair(export, export, a.repeat, None, pure_env)
+            comp, pure = pair(export, export, a.repeat, kd_env, pure_env)
             print(f"  {'export: compiled core vs KDISSECT_PURE=1':<42}{comp.cpu:11.2f}{pure.cpu:10.2f}"
                   f"{pure.cpu / comp.cpu:7.2f}x{messages / comp.cpu:12.0f}{comp.rss_mb:11.0f}")
     return 0

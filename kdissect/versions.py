@@ -7,7 +7,7 @@ from __future__ import annotations
 from kdissect import __version__
 
 
-def _short(source: str) -> str:
+def short_source(source: str) -> str:
     """`owner/repo@<40 hex>` with the commit cut to 12 digits."""
     repo, sep, commit = source.partition("@")
     return f"{repo}@{commit[:12]}" if sep else source
@@ -15,17 +15,10 @@ def _short(source: str) -> str:
 
 def spec_versions() -> list[tuple[str, str]]:
     """(protocol title, what its tables come from) for every protocol whose generated tables
-    record a specification version."""
-    from kdissect.kafka.apis import APIS, SPEC_SOURCE, SPEC_VERSION
-    from kdissect.pulsar.schema_table import PROTOCOL_VERSION
+    record a specification version (Dissector.specification)."""
+    from kdissect import protocols
 
-    keys = f"API keys {min(APIS)}-{max(APIS)}"
-    if SPEC_VERSION is not None:
-        where = f" ({_short(SPEC_SOURCE)})" if SPEC_SOURCE else ""
-        kafka = f"Apache Kafka {SPEC_VERSION} message specifications{where}, {keys}"
-    else:
-        kafka = f"Apache Kafka message specifications (version not recorded), {keys}"
-    return [("Kafka", kafka), ("Pulsar", f"PulsarApi.proto, protocol version v{PROTOCOL_VERSION}")]
+    return [(d.title, spec) for d in protocols.dissectors() if (spec := d.specification()) is not None]
 
 
 def version_text() -> str:

@@ -146,6 +146,11 @@ class Dissector(Protocol):
         unless --show-secrets."""
         ...
 
+    def specification(self) -> str | None:
+        """What the protocol's tables were generated from, as recorded by their generator (for
+        `kdissect --version`); None when nothing is recorded."""
+        ...
+
     def field_keys(self) -> list[KeyInfo] | None:
         """Every field key this protocol's messages can carry, from its tables (for `kdissect
         fields`); None when it has no key table (then `fields --from CAPTURE` lists them)."""

@@ -85,6 +85,16 @@ class KafkaDissector:
     def holds_secrets(self, msg: Message) -> bool:
         return msg.info.get("op_code") in hooks.CREDENTIAL_APIS or msg.info.get("op") == "SaslToken"
 
+    def specification(self) -> str | None:
+        from kdissect.kafka import apis
+        from kdissect.versions import short_source
+
+        keys = f"API keys {min(apis.APIS)}-{max(apis.APIS)}"
+        if apis.SPEC_VERSION is None:
+            return f"Apache Kafka message specifications (version not recorded), {keys}"
+        where = f" ({short_source(apis.SPEC_SOURCE)})" if apis.SPEC_SOURCE else ""
+        return f"Apache Kafka {apis.SPEC_VERSION} message specifications{where}, {keys}"
+
     def field_keys(self) -> list[KeyInfo] | None:
         return fieldkeys.field_keys()
 

@@ -62,6 +62,11 @@ class PulsarDissector:
     def holds_secrets(self, msg: Message) -> bool:
         return msg.info.get("op") in CREDENTIAL_COMMANDS
 
+    def specification(self) -> str | None:
+        from kdissect.pulsar.schema_table import PROTOCOL_VERSION
+
+        return f"PulsarApi.proto, protocol version v{PROTOCOL_VERSION}"
+
     def field_keys(self) -> list[KeyInfo] | None:
         return None  # no key table: `kdissect fields pulsar --from CAPTURE` lists what a capture holds
 

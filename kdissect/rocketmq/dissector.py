@@ -96,6 +96,9 @@ class RocketMQDissector:
     def holds_secrets(self, msg: Message) -> bool:
         return any(name in msg.data for name in CREDENTIAL_EXT_FIELDS)
 
+    def specification(self) -> str | None:
+        return None  # its generated tables record no specification version
+
     def field_keys(self) -> list[KeyInfo] | None:
         return None  # no key table: `kdissect fields rocketmq --from CAPTURE` lists what a capture holds
 

@@ -55,6 +55,9 @@ class ZooKeeperDissector:
     def holds_secrets(self, msg: Message) -> bool:
         return msg.info.get("op") in ("connect", "auth")
 
+    def specification(self) -> str | None:
+        return None  # its generated tables record no specification version
+
     def field_keys(self) -> list[KeyInfo] | None:
         return fieldkeys.field_keys()
 

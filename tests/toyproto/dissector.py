@@ -31,6 +31,9 @@ class ToyDissector:
     def holds_secrets(self, msg: Message) -> bool:
         return False  # TOY carries no credential
 
+    def specification(self) -> str | None:
+        return None  # its generated tables record no specification version
+
     def field_keys(self) -> list[KeyInfo] | None:
         return [KeyInfo("toy.op", "int8", "operation"), KeyInfo("toy.op_name", "string", "operation name"),
                 KeyInfo("toy.id", "int32", "request id"), KeyInfo("toy.text", "string", "payload")]
