@@ -225,3 +225,19 @@ def test_parse_size_and_conf() -> None:
     assert parse_conf(("spark.a=1", "b=x=y")) == {"spark.a": "1", "b": "x=y"}
     with pytest.raises(UsageError):
         parse_conf(("novalue",))
+
+
+def test_decrypted_messages_carry_their_tls_column_into_arrow() -> None:
+    pytest.importorskip("pyarrow")
+    from kdissect.spark.rows import combined_row
+    from kdissect.spark.worker import batches
+
+    path = CAPTURES / "tls" / "kafka_tls12_cbc_etm.pcap"
+    registry = DissectorRegistry(decode_as=sidecar_decode_as(path, "kafka"))
+    msgs = list(dissect_file(str(path), registry, Options(tls_keylog=sidecar_keylog(path))))
+    tls = [rows.message_row(m)["tls"] for m in msgs]
+    assert {"version": "TLS 1.2", "cipher": "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256", "sni": None} in tls
+    assert None in tls  # the clear leg of the same traffic
+    table = [b for b in batches((combined_row(m) for m in msgs), combined_columns())]
+    values = [v for b in table for v in b.column("tls").to_pylist()]
+    assert values == tls
