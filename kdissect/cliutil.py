@@ -224,11 +224,10 @@ def finish_packets(captures: Sequence[str], selection: PacketSelection | None, w
     frame of that TCP stream instead."""
     if selection is None or write_path is None:
         return
-    from kdissect.pipeline.packets import stream_frames, write_packets
+    from kdissect.pipeline.packets import StreamFrames, write_packets
 
     selection.complete()
-    frames = selection.frames if stream is None else stream_frames(captures, stream)
-    n = write_packets(captures, frames, write_path)
+    n = write_packets(captures, selection.frames if stream is None else StreamFrames(stream), write_path)
     click.echo(f"kdissect: {n} packets written to {write_path}", err=True)
 
 

@@ -156,6 +156,16 @@ class Dissector(Protocol):
         fields`); None when it has no key table (then `fields --from CAPTURE` lists them)."""
         ...
 
+    def field_aliases(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """Other tools' names of its fields (Wireshark's), for filters and `fields`: name ->
+        (the message kind it applies to, or "", the field keys it stands for); {} if none."""
+        ...
+
+    def value_names(self, path: str) -> tuple[str, ...] | None:
+        """The symbolic names a field key's values compare with in filters (an enum's), or None
+        (any value is accepted)."""
+        ...
+
     def probe(self, head: bytes) -> float:
         """How likely `head` (the first bytes a client sent) starts this protocol: 0.0-1.0.
         Never raises."""

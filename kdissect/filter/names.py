@@ -5,8 +5,9 @@
 A protocol without a key table (field_keys() is None) accepts every name below it. With one, a
 name exists when it is a key of the table (with the `_name`, `_text` and `.value` spellings of
 docs/filters.md), matches one of its `*` patterns, lies below one of its `bytes` keys (decoders
-break some out further), or is an info fact every protocol sets. The two optional methods are
-looked up on the dissector; a protocol that has none has no aliases and no enum check.
+break some out further), or is an info fact every protocol sets. The two methods are
+part of the Dissector interface (dissect/base.py): a protocol without aliases returns none, one
+without enum tables None for every key.
 """
 
 from __future__ import annotations
@@ -96,9 +97,7 @@ def vocabulary(dissector: Any) -> Vocabulary:
 
 def _build(d: Any) -> Vocabulary:
     keys = d.field_keys()
-    get_aliases = getattr(d, "field_aliases", None)
-    aliases: Aliases = dict(get_aliases()) if callable(get_aliases) else {}
-    enum_names = getattr(d, "value_names", None)
+    aliases: Aliases = dict(d.field_aliases())
     if keys is None:
         return Vocabulary(d.name, None, (), (), aliases, None)
     names = [k.key for k in keys if k.type != "alias"]
@@ -108,7 +107,7 @@ def _build(d: Any) -> Vocabulary:
         tuple(n for n in names if "*" in n),
         tuple(k.key for k in keys if k.type in OPEN_TYPES),
         aliases,
-        enum_names if callable(enum_names) else None,
+        d.value_names,
     )
 
 

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kdissect.stream.flow import Conversation
+
+if TYPE_CHECKING:
+    from kdissect.tls.connection import TlsConnection
 
 
 @dataclass(slots=True)
@@ -46,8 +49,8 @@ class Counters:
         tally.segments += conv.packets
 
 
-    def tls_conversation(self, tls: Any) -> None:
-        """Count a TLS conversation (a tls.connection.TlsConnection) at its end."""
+    def tls_conversation(self, tls: TlsConnection) -> None:
+        """Count a TLS conversation at its end."""
         self.tls_conversations += 1
         self.tls_decrypted += tls.info.decrypted
         for d in tls.diagnostics:

@@ -18,7 +18,7 @@ import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from kdissect.capture.l2l4 import decode
-from kdissect.capture.pcapfile import STDIN, open_capture
+from kdissect.capture.pcapfile import STDIN, RawFrame, open_capture
 from kdissect.capture.pcapwriter import PcapngWriter
 from kdissect.errors import KdissectError, UsageError
 from kdissect.model import Message
@@ -145,32 +145,40 @@ class _Numbering:
         """Nothing is attached to a conversation here."""
 
 
-def stream_frames(paths: str | Sequence[str], stream: int) -> FrameSet:
-    """Every frame of one TCP stream (numbered as the decoding pass numbers them, as Wireshark's
-    tcp.stream): its handshake, acknowledgements and end too. A pass of its own over the capture,
-    tracking conversations without reassembling them."""
-    tracker: Tracker[None] = Tracker(_Numbering())
-    frames = FrameSet()
-    with open_capture(paths) as cap:
-        for f in cap:
-            seg = decode(f)
-            if seg is not None and tracker.segment(seg).index == stream:
-                frames.add(f.number)
-    return frames
+class StreamFrames:
+    """The frames of one TCP stream (numbered as the decoding pass numbers them, as Wireshark's
+    tcp.stream): its handshake, acknowledgements and end too. Asked of every frame in capture
+    order while the packets are copied, it tracks conversations without reassembling them."""
+
+    def __init__(self, stream: int) -> None:
+        self.stream = stream
+        self._tracker: Tracker[None] = Tracker(_Numbering())
+
+    def __call__(self, f: RawFrame) -> bool:
+        seg = decode(f)
+        return seg is not None and self._tracker.segment(seg).index == self.stream
 
 
-def write_packets(paths: str | Sequence[str], frames: FrameSet, out: str) -> int:
-    """Copy the frames in `frames` of the capture (several files: merged as in the first pass)
-    into a pcapng file at `out`; the number of packets written."""
+def _numbered(frames: FrameSet) -> Callable[[RawFrame], bool]:
+    return lambda f: f.number in frames
+
+
+def write_packets(paths: str | Sequence[str], frames: FrameSet | StreamFrames, out: str) -> int:
+    """Copy the frames of the capture (several files: merged as in the first pass) that are in
+    `frames`, or of a stream, into a pcapng file at `out`; the number of packets written."""
     with PcapngWriter(out) as writer, open_capture(paths) as cap:
-        if not frames:
-            return 0
+        if isinstance(frames, FrameSet):
+            if not frames:
+                return 0
+            keep, last = _numbered(frames), frames.last
+        else:
+            keep, last = frames, 1 << 62
         try:
             for f in cap:
-                if f.number in frames:
+                if keep(f):
                     writer.write(f.data, f.wirelen, f.ts, f.linktype)
-                    if f.number >= frames.last:
-                        break
+                if f.number >= last:
+                    break
         except OSError as e:
             raise KdissectError(f"cannot write {out}: {e.strerror or e}") from None
         return writer.packets

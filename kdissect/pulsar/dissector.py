@@ -62,6 +62,12 @@ class PulsarDissector:
     def holds_secrets(self, msg: Message) -> bool:
         return msg.info.get("op") in CREDENTIAL_COMMANDS
 
+    def field_aliases(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        return {}
+
+    def value_names(self, path: str) -> tuple[str, ...] | None:
+        return None
+
     def specification(self) -> str | None:
         from kdissect.pulsar.schema_table import PROTOCOL_VERSION
 

@@ -96,6 +96,12 @@ class RocketMQDissector:
     def holds_secrets(self, msg: Message) -> bool:
         return any(name in msg.data for name in CREDENTIAL_EXT_FIELDS)
 
+    def field_aliases(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        return {}
+
+    def value_names(self, path: str) -> tuple[str, ...] | None:
+        return None
+
     def specification(self) -> str | None:
         return None  # its generated tables record no specification version
 

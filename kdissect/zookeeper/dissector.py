@@ -55,6 +55,12 @@ class ZooKeeperDissector:
     def holds_secrets(self, msg: Message) -> bool:
         return msg.info.get("op") in ("connect", "auth")
 
+    def field_aliases(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        return {}
+
+    def value_names(self, path: str) -> tuple[str, ...] | None:
+        return None
+
     def specification(self) -> str | None:
         return None  # its generated tables record no specification version
 

@@ -31,6 +31,12 @@ class ToyDissector:
     def holds_secrets(self, msg: Message) -> bool:
         return False  # TOY carries no credential
 
+    def field_aliases(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        return {}
+
+    def value_names(self, path: str) -> tuple[str, ...] | None:
+        return None
+
     def specification(self) -> str | None:
         return None  # its generated tables record no specification version
 
