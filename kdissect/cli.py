@@ -24,8 +24,8 @@ from kdissect.cliutil import (
     decode_options,
     finish_packets,
     iter_capture,
+    output_option,
     packet_selection,
-    preference,
     preference_option,
     text_renderer,
     write_options,
@@ -45,6 +45,8 @@ COMMANDS: dict[str, str] = {
     "protocols": "kdissect.commands.catalog:protocols",
     "fields": "kdissect.commands.catalog:fields",
     "spark": "kdissect.commands.spark:spark",
+    "expert": "kdissect.commands.expert:expert",
+    "report": "kdissect.commands.expert:report",
 }
 
 
@@ -133,19 +135,9 @@ def _counted(messages: Iterable[Message], count: int | None) -> Iterator[Message
     return itertools.islice(messages, count)
 
 
-def _outputs(ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
-    """export's -o: the output file, and tshark preferences (`-o tls.keylog_file:FILE`)."""
-    files = tuple(v for v in values if not preference(ctx, v))
-    if len(files) > 1:
-        raise click.BadParameter("one output file at most", param_hint="-o")
-    return files
-
-
 @cli.command()
 @capture_inputs
-@click.option("-o", "--output", "outputs", multiple=True, metavar="FILE", callback=_outputs,
-              help="Write to this file instead of standard output. As in tshark, -o tls.keylog_file:FILE "
-                   "sets a preference instead.")
+@output_option("Write to this file instead of standard output.")
 @click.option("-F", "-T", "--format", "fmt", type=click.Choice(["json", "jsonl", "fields"]), default="json",
               show_default=True,
               help="A JSON array, JSON Lines (one object per line), or tab-separated field values (-e); "

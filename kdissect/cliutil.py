@@ -128,6 +128,21 @@ def preference_option(f: F) -> F:
                         help="A Wireshark preference, as tshark's -o: tls.keylog_file:FILE.")(f)
 
 
+def _outputs(ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """-o of a command that writes a file: the file, and tshark preferences (`-o tls.keylog_file:FILE`)."""
+    files = tuple(v for v in values if not preference(ctx, v))
+    if len(files) > 1:
+        raise click.BadParameter("one output file at most", param_hint="-o")
+    return files
+
+
+def output_option(help_text: str) -> Callable[[F], F]:
+    """-o FILE, the command's output (`outputs`: a tuple of at most one); as in tshark,
+    -o tls.keylog_file:FILE sets a preference instead."""
+    return click.option("-o", "--output", "outputs", multiple=True, metavar="FILE", callback=_outputs,
+                        help=help_text + " As in tshark, -o tls.keylog_file:FILE sets a preference instead.")
+
+
 def current_keylog() -> str | None:
     """The key log of the running command: --tls-keylog, else -o tls.keylog_file, else the
     SSLKEYLOGFILE variable (which may name a file a client has not written yet)."""

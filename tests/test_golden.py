@@ -1,4 +1,4 @@
-"""Golden output of `read --no-color -V` and `export --format jsonl` for every capture the
+"""Golden output of `read --no-color -V`, `export --format jsonl` and `expert` for every capture the
 project ships. Regenerate with `pytest tests/test_golden.py --update-golden` and review the diff."""
 
 from __future__ import annotations
@@ -44,3 +44,10 @@ def test_export_golden(path: Path, update_golden: bool) -> None:
 
 def test_project_ships_captures() -> None:
     assert len(_captures()) >= 3
+
+
+@pytest.mark.parametrize("path", _captures(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_expert_golden(path: Path, update_golden: bool) -> None:
+    r = CliRunner().invoke(cli, ["expert", str(path), "--no-color", "--severity", "chat", *capture_args(path)])
+    assert r.exit_code == 0, r.output
+    _check(f"{path.parent.name}/{path.name}.expert.txt", r.stdout.replace(str(path), path.name), update_golden)

@@ -15,6 +15,8 @@ Nothing leaves 127.0.0.1; every process started here is stopped by its own id.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import signal
 import socket
@@ -241,10 +243,72 @@ def scenario_four_letter() -> list[str]:
     return log
 
 
+EXPIRY_TIMEOUT = 2.0  # seconds: the expiring client's session timeout
+EXPIRY_PAUSE = 5.0  # seconds the expiring client stays stopped: well past its session timeout
+
+
+def _expiring_client(conn: Any) -> None:
+    """The client whose session expires (a process of its own, so it can be stopped): it owns
+    an ephemeral znode, then checks /expiry every 0.3 s; past the pause kazoo re-attaches with
+    the old session, is told it expired, and opens a new session."""
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=f"{HOST}:{PORT}", timeout=EXPIRY_TIMEOUT)
+    states: list[str] = []
+    zk.add_listener(lambda state: states.append(str(state)))
+    zk.start(timeout=10)
+    zk.create("/expiry/owner", b"me", ephemeral=True)
+    conn.send(zk.client_id[0])
+    conn.recv()  # resumed after the pause
+    end = time.time() + 6.0
+    while time.time() < end:
+        with contextlib.suppress(Exception):  # the connection is being re-established
+            zk.exists("/expiry")
+        time.sleep(0.3)
+    conn.send(f"states {' '.join(states)}; new session 0x{zk.client_id[0]:x}")
+    zk.stop()
+    zk.close()
+
+
+def scenario_session_expiry() -> list[str]:
+    """A session that expires: its client process is stopped (SIGSTOP) past its 2 s session
+    timeout while a second client watches its ephemeral znode (NodeDeleted when the server
+    expires the session and closes its connection), then resumed: the re-attach is answered
+    timeout 0, session 0, and the client opens a new session."""
+    import multiprocessing
+
+    log = []
+    ctx = multiprocessing.get_context("fork")
+    ours, theirs = ctx.Pipe()
+    setup = client()
+    setup.ensure_path("/expiry")
+    setup.stop()
+    setup.close()
+    proc = ctx.Process(target=_expiring_client, args=(theirs,))
+    proc.start()
+    sid = ours.recv()
+    log.append(f"expiring session 0x{sid:x}")
+    watcher = client()
+    log.append(f"watching owner: {watcher.exists('/expiry/owner', watch=lambda e: log.append(f'watch {e.type}')) is not None}")
+    time.sleep(0.5)
+    assert proc.pid is not None
+    os.kill(proc.pid, signal.SIGSTOP)
+    time.sleep(EXPIRY_PAUSE)
+    os.kill(proc.pid, signal.SIGCONT)
+    ours.send("resumed")
+    log.append(ours.recv())
+    proc.join(15)
+    watcher.delete("/expiry", recursive=True)
+    watcher.stop()
+    watcher.close()
+    return log
+
+
 SCENARIOS: dict[str, Callable[[], list[str]]] = {
     "zk_extended_ops": scenario_extended_ops,
     "zk_session": scenario_session,
     "zk_four_letter_more": scenario_four_letter,
+    "zk_session_expiry": scenario_session_expiry,
 }
 
 

@@ -175,6 +175,7 @@ class Stats:
         self.conversations: dict[int, ConvStats] = {}
         self.diagnostics: Counter[tuple[str, str]] = Counter()
         self.classifier = ErrorClassifier(max_keys)
+        self.last_long_poll = False  # whether the latest message added was a long poll's answer
 
     def add_all(self, messages: Iterable[Message]) -> Stats:
         for m in messages:
@@ -203,6 +204,7 @@ class Stats:
         names = self.topic_names if len(self.topic_names) < self.max_keys else None
         volumes = list(record_volumes(m.fields, names))
         long_poll = rtt is not None and is_long_poll(m, rtt, err, sum(v.records for v in volumes))
+        self.last_long_poll = long_poll
         service = None if long_poll else rtt
         self._op(m, size, service, rtt if long_poll else None)
         self._volumes(m, volumes)

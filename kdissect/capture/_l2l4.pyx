@@ -223,4 +223,5 @@ cdef object _tcp(object frame, bytes d, const unsigned char* p, Py_ssize_t n, Py
     src = PyBytes_FromStringAndSize(<const char*>p + addr, alen)
     dst = PyBytes_FromStringAndSize(<const char*>p + addr + alen, alen)
     return _segment(frame.number, frame.ts, src, _be16(p + off), dst, _be16(p + off + 2),
-                    _be32(p + off + 4), _be32(p + off + 8), p[off + 13], payload, missing)
+                    _be32(p + off + 4), _be32(p + off + 8), p[off + 13], _be16(p + off + 14), payload,
+                    missing)

@@ -24,7 +24,7 @@ VLAN_TYPES = (0x8100, 0x88A8, 0x9100, 0x9200)
 FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
 
 _H = struct.Struct(">H").unpack_from
-_TCP = struct.Struct(">HHIIBB").unpack_from  # sport, dport, seq, ack, offset, flags
+_TCP = struct.Struct(">HHIIBBH").unpack_from  # sport, dport, seq, ack, offset, flags, window
 _IPV6_EXT = {0, 43, 60, 51, 135, 139, 140}  # hop-by-hop, routing, dest opts, AH, mobility, HIP, shim6
 
 
@@ -39,6 +39,7 @@ class TcpSegment:
     seq: int
     ack: int
     flags: int
+    window: int  # the window field as sent (not scaled)
     payload: bytes
     missing: int  # payload bytes cut off by the snaplen
 
@@ -151,14 +152,14 @@ def _ipv6(frame: RawFrame, d: bytes, off: int, missing_wire: int) -> TcpSegment 
 def _tcp(frame: RawFrame, d: bytes, off: int, end: int, src: bytes, dst: bytes) -> TcpSegment | None:
     if len(d) < off + 20:
         return None
-    sport, dport, seq, ack, doff, flags = _TCP(d, off)
+    sport, dport, seq, ack, doff, flags, window = _TCP(d, off)
     start = off + (doff >> 4) * 4
     if start < off + 20 or start > end:  # a data offset below the header's minimum, or past the end
         return None
     avail = min(end, len(d))
     payload = d[start:avail] if avail > start else b""
     missing = max(0, end - max(avail, start))
-    return TcpSegment(frame.number, frame.ts, src, sport, dst, dport, seq, ack, flags, payload, missing)
+    return TcpSegment(frame.number, frame.ts, src, sport, dst, dport, seq, ack, flags, window, payload, missing)
 
 
 def format_addr(addr: bytes, port: int) -> str:

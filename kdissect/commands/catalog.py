@@ -1,6 +1,7 @@
 """`kdissect protocols` and `kdissect fields [PROTO]`: what kdissect decodes and which field keys
 filters, `export --format fields` and Spark can use (like `tshark -G`); `kdissect fields
---diagnostics [PROTO]`: every diagnostic kdissect can attach (like `tshark -G expert`)."""
+--diagnostics [PROTO]`: every diagnostic kdissect can attach (like `tshark -G expert`); `kdissect
+fields --findings`: every kind of finding `kdissect expert` reports."""
 
 from __future__ import annotations
 
@@ -39,11 +40,14 @@ def protocols(fmt: str) -> None:
               help="List the keys seen in this capture (with counts and examples) instead of the tables.")
 @click.option("--diagnostics", "diagnostics", is_flag=True,
               help="List the diagnostics (expert info) instead of field keys: key, severity, group, meaning.")
+@click.option("--findings", "findings", is_flag=True,
+              help="List the kinds of finding of `kdissect expert` instead: key, severity, category, title, hint.")
 @click.option("-F", "--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text",
-              show_default=True, help="markdown: with --diagnostics, the document docs/diagnostics.md.")
+              show_default=True, help="markdown: with --diagnostics or --findings, the document docs/diagnostics.md "
+                                      "or docs/findings.md.")
 @decode_options
-def fields(proto: str | None, capture: str | None, diagnostics: bool, fmt: str, decode_as: tuple[str, ...],
-           max_bytes: int, max_decompressed: int, show_secrets: bool) -> None:
+def fields(proto: str | None, capture: str | None, diagnostics: bool, findings: bool, fmt: str,
+           decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int, show_secrets: bool) -> None:
     """List field keys: of PROTO (see `kdissect protocols`; `kdissect` for the common keys), or
     of all.
 
@@ -54,14 +58,22 @@ def fields(proto: str | None, capture: str | None, diagnostics: bool, fmt: str, 
     name covers says so (`wireshark: NAME`).
 
     With --diagnostics: every diagnostic kdissect can attach to a message, of PROTO (or
-    `transport`: TCP reassembly, framing, the pipeline) or of all, as each catalogue declares it."""
+    `transport`: TCP reassembly, framing, the pipeline) or of all, as each catalogue declares it.
+
+    With --findings: every kind of finding `kdissect expert` reports, as its analyzers declare it."""
+    if findings:
+        if capture is not None or proto is not None or diagnostics:
+            raise UsageError("--findings lists the declared kinds of finding: it takes no PROTO, --from or "
+                             "--diagnostics")
+        _print_findings(fmt)
+        return
     if diagnostics:
         if capture is not None:
             raise UsageError("--diagnostics lists the declared diagnostics: it takes no --from")
         _print_diagnostics(_catalogues(proto), fmt)
         return
     if fmt == "markdown":
-        raise UsageError("-F markdown goes with --diagnostics")
+        raise UsageError("-F markdown goes with --diagnostics or --findings")
     registry, opts = build(decode_as, max_bytes, max_decompressed, show_secrets)
     if proto is not None and proto != "kdissect":
         registry.get(proto)  # a UsageError names the known protocols
@@ -128,6 +140,49 @@ def _print_diagnostics(cats: list[Catalogue], fmt: str) -> None:
         for c in cats:
             for e in c:
                 click.echo(f"{e.key}\t{e.severity.value}\t{e.group.value}\t{e.description}")
+
+
+def _print_findings(fmt: str) -> None:
+    from kdissect.expert.analyzers import all_kinds
+
+    kinds = all_kinds()
+    if fmt == "json":
+        rows = [{"key": k.key, "severity": k.severity.value, "category": k.category, "title": k.title,
+                 "hint": k.hint} for k in kinds]
+        click.echo(json.dumps(rows, indent=1, ensure_ascii=False))
+    elif fmt == "markdown":
+        click.echo(findings_markdown(kinds), nl=False)
+    else:
+        for k in kinds:
+            click.echo(f"{k.key}\t{k.severity.value}\t{k.category}\t{k.title}")
+
+
+def findings_markdown(kinds: list[Any]) -> str:
+    """docs/findings.md: the table of every kind of finding, by category."""
+    out = [
+        "# Findings",
+        "",
+        "Every kind of finding `kdissect expert` (and `kdissect report`) can report: its key, its usual "
+        "severity (an analyzer raises or lowers it with the evidence), its title and the hint printed "
+        "with it. [expert.md](expert.md) describes the commands and what each analyzer looks at.",
+        "",
+        "Each kind is declared once, by the analyzer that reports it (`kdissect/expert/analyzers/`). This "
+        "file is generated from them; after changing one, regenerate it with",
+        "",
+        "```",
+        "kdissect fields --findings -F markdown > docs/findings.md",
+        "```",
+        "",
+        "(`tests/unit/expert/test_engine.py` checks that it is up to date.)",
+    ]
+    category = None
+    for k in kinds:
+        if k.category != category:
+            category = k.category
+            out += ["", f"## {category}", "", "| key | severity | title | hint |", "|---|---|---|---|"]
+        cells = [c.replace("|", "\\|") for c in (k.title, k.hint)]
+        out.append(f"| `{k.key}` | {k.severity.value} | {cells[0]} | {cells[1]} |")
+    return "\n".join(out) + "\n"
 
 
 def diagnostics_markdown(cats: list[Catalogue]) -> str:

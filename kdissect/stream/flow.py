@@ -6,6 +6,10 @@ started with, packet and byte counts, and the events of each side held until the
 choose a protocol. Once it has ended (`end`) only its counts go on. What those layers attach
 once they have (a dissector, its state, framers) is theirs, in the `app` slot: this layer only
 keeps it, so it knows nothing of them.
+
+Its TCP trouble, as Wireshark's TCP analysis flags it (`Trouble`: retransmitted segments, zero
+windows, resets, per side), is counted from each side's `SeqState` by the tracker, and goes on
+being counted after its end.
 """
 
 from __future__ import annotations
@@ -19,12 +23,69 @@ Endpoint = tuple[bytes, int]
 T = TypeVar("T")
 
 PROBE_BYTES = 4096  # what a probe sees of each side's first bytes (a whole first message, often)
+MAX_TROUBLE_FRAMES = 10  # frames each kind of trouble names (its count says how many there were)
+
+
+class Tally:
+    """Segments of one kind of trouble: how many each side sent, the first MAX_TROUBLE_FRAMES
+    frames (both sides'), and when the first and the last came."""
+
+    __slots__ = ("count", "frames", "first_ts", "last_ts")
+
+    def __init__(self) -> None:
+        self.count = [0, 0]
+        self.frames: list[int] = []
+        self.first_ts = 0.0
+        self.last_ts = 0.0
+
+    def add(self, side: int, frame: int, ts: float) -> None:
+        if not self.frames:
+            self.first_ts = ts
+        self.count[side] += 1
+        self.last_ts = ts
+        if len(self.frames) < MAX_TROUBLE_FRAMES:
+            self.frames.append(frame)
+
+    @property
+    def total(self) -> int:
+        return self.count[0] + self.count[1]
+
+
+class Trouble:
+    """What went wrong on a conversation's TCP: retransmitted segments, segments advertising a
+    zero window (their sender's receive buffer was full) and resets, and whether a FIN came
+    before the first reset (a close, not an abort)."""
+
+    __slots__ = ("retransmissions", "zero_windows", "resets", "reset_after_fin")
+
+    def __init__(self) -> None:
+        self.retransmissions = Tally()
+        self.zero_windows = Tally()
+        self.resets = Tally()
+        self.reset_after_fin = False
+
+
+class SeqState:
+    """One side's sequence analysis, as Wireshark's: the sequence number past the highest byte
+    it sent (`high`, its "next sequence number") and when that advanced, the last ACK it sent
+    and when, its last window, and the duplicate ACKs it sent in a row."""
+
+    __slots__ = ("high", "high_ts", "ack", "ack_ts", "window", "dupacks")
+
+    def __init__(self) -> None:
+        self.high: int | None = None
+        self.high_ts = 0.0
+        self.ack: int | None = None
+        self.ack_ts = 0.0
+        self.window = -1
+        self.dupacks = 0
 
 
 class Conversation(Generic[T]):
     __slots__ = (
         "index", "a", "b", "reasm", "client", "app", "tls", "held", "held_bytes", "ignored", "passive", "fin",
-        "rst", "syn_seen", "names", "last_ts", "bytes", "packets", "first_seq", "over", "next_seq",
+        "rst", "syn_seen", "names", "last_ts", "bytes", "packets", "first_seq", "over", "next_seq", "seqs",
+        "syn_ts", "first_rtt", "trouble",
     )
 
     def __init__(self, index: int, a: Endpoint, b: Endpoint) -> None:
@@ -50,6 +111,16 @@ class Conversation(Generic[T]):
         self.first_seq: list[int | None] = [None, None]
         self.over = False  # ended: later packets are only counted
         self.next_seq: list[int | None] = [None, None]  # each side's next sequence number when it ended
+        self.seqs = (SeqState(), SeqState())
+        self.syn_ts: float | None = None  # the latest SYN's time, until the handshake's RTT is known
+        self.first_rtt: float | None = None  # from the SYN to the first ACK without SYN, as Wireshark's
+        self.trouble: Trouble | None = None  # made at the first trouble
+
+    def troubles(self) -> Trouble:
+        """Its Trouble, made on first use."""
+        if self.trouble is None:
+            self.trouble = Trouble()
+        return self.trouble
 
     def side_of(self, src: bytes, sport: int) -> int:
         return 0 if (src, sport) == self.a else 1

@@ -12,7 +12,16 @@ streams mean is the business of the layer above, told through the `Upper` interf
 An ended conversation is remembered (its stream number, its sides' first sequence numbers and
 its counts) so that its later packets (the last ACK, a retransmission) count in it; one that
 was closed while still active, or whose side sends new bytes after its end (data after a RST
-or FIN), continues as a conversation with the same stream number that starts mid-stream.
+or FIN), continues as a conversation with the same stream number that starts mid-stream (and
+the same sequence analysis and trouble).
+
+Every segment also goes through Wireshark's TCP sequence analysis (`_analyse`), reduced to what
+tells of trouble: a segment that carries data (or a SYN or FIN) and does not advance its side's
+highest sequence number is a retransmission, unless it is a keep-alive (one byte or none, one
+before that number) or out of order (within the handshake's RTT, 3 ms if unknown, of the
+highest segment, and not a fast retransmission after two duplicate ACKs); one whose bytes the
+peer had already acknowledged is a (spurious) retransmission whatever its number. A window of 0
+on a segment without SYN, FIN or RST is a zero window; every RST is a reset.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from collections import OrderedDict
 from typing import Generic, Protocol, TypeVar
 
 from kdissect.capture.l2l4 import ACK, FIN, RST, SYN, TcpSegment
-from kdissect.stream.flow import Conversation, Endpoint
+from kdissect.stream.flow import Conversation, Endpoint, SeqState
 from kdissect.stream.reassembly import Event, seq_diff
 
 T = TypeVar("T")
@@ -37,6 +46,11 @@ MAX_CONVERSATIONS = 10_000
 MAX_REMEMBERED = 20_000
 
 _SEQ = 0xFFFFFFFF
+_HALF = 0x80000000  # a sequence-space difference below this is not negative
+_SYN_FIN = SYN | FIN
+_CONTROL = SYN | FIN | RST
+OUT_OF_ORDER_S = 0.003  # Wireshark's out-of-order threshold while the handshake's RTT is unknown
+FAST_RETRANSMISSION_S = 0.02  # a fast retransmission follows the last duplicate ACK within this
 
 
 class Upper(Protocol[T]):
@@ -70,6 +84,7 @@ class Tracker(Generic[T]):
         conv.packets += 1
         conv.last_ts = seg.ts
         _first_seq(conv, side, seg)
+        _analyse(conv, side, seg)
         if conv.over:
             conv.bytes[side] += len(seg.payload)
             return conv
@@ -111,6 +126,7 @@ class Tracker(Generic[T]):
         del self.ended[key]  # closed while active (too many open), or data after its end: it goes on
         conv = self._open(key, old.index)
         conv.first_seq = old.first_seq
+        conv.seqs, conv.first_rtt, conv.syn_ts, conv.trouble = old.seqs, old.first_rtt, old.syn_ts, old.trouble
         return conv
 
     def _next_index(self) -> int:
@@ -208,3 +224,76 @@ def _syn(conv: Conversation[T], side: int, seg: TcpSegment) -> None:
     conv.syn_seen[side] = True
     if conv.client is None:
         conv.client = side if not seg.flags & ACK else 1 - side
+
+
+def _analyse(conv: Conversation[T], side: int, seg: TcpSegment) -> None:
+    """Wireshark's sequence analysis of one segment (see the module's docstring); it counts the
+    segment's trouble in the conversation's Trouble."""
+    flags = seg.flags
+    fwd = conv.seqs[side]
+    if flags & _CONTROL:
+        _control(conv, side, seg)
+    elif not seg.window:
+        conv.troubles().zero_windows.add(side, seg.frame, seg.ts)
+    if conv.syn_ts is not None and flags & (SYN | ACK) == ACK:
+        rtt = seg.ts - conv.syn_ts
+        if rtt:
+            conv.first_rtt, conv.syn_ts = rtt, None
+    seglen = len(seg.payload) + seg.missing
+    ack = seg.ack
+    if seglen or flags & _SYN_FIN:
+        _sequence(conv, side, seg, seglen)
+    elif fwd.high is None or 0 < ((seg.seq - fwd.high) & _SEQ) < _HALF:  # the first, or past the highest
+        fwd.high, fwd.high_ts = seg.seq, seg.ts
+    elif (ack == fwd.ack and seg.seq == fwd.high and seg.window and seg.window == fwd.window
+          and not flags & _CONTROL):
+        fwd.dupacks += 1
+    if flags & ACK:
+        if ack != fwd.ack:
+            fwd.ack, fwd.dupacks = ack, 0
+        fwd.ack_ts = seg.ts
+    fwd.window = seg.window
+
+
+def _control(conv: Conversation[T], side: int, seg: TcpSegment) -> None:
+    """A segment with SYN, FIN or RST: a reset is counted; a SYN starts the handshake's RTT."""
+    if seg.flags & RST:
+        trouble = conv.troubles()
+        if not trouble.resets.frames:
+            trouble.reset_after_fin = conv.fin[0] or conv.fin[1]
+        trouble.resets.add(side, seg.frame, seg.ts)
+    if seg.flags & (SYN | ACK) == SYN and conv.first_rtt is None:
+        conv.syn_ts = seg.ts
+
+
+def _sequence(conv: Conversation[T], side: int, seg: TcpSegment, seglen: int) -> None:
+    """A segment that takes sequence space: counted if it is a retransmission, then its side's
+    highest sequence number advanced (not by a zero-window probe)."""
+    fwd, rev = conv.seqs[side], conv.seqs[1 - side]
+    seq = seg.seq
+    end = (seq + seglen + (1 if seg.flags & _SYN_FIN else 0)) & _SEQ
+    high = fwd.high
+    acked = rev.ack is not None and 0 < ((rev.ack - seq) & _SEQ) < _HALF  # the peer acknowledged past seq
+    if (seq != high or acked) and _retransmitted(conv, fwd, rev, seg, seglen, end):
+        conv.troubles().retransmissions.add(side, seg.frame, seg.ts)
+    if high is None or 0 < ((end - high) & _SEQ) < _HALF and not (seglen == 1 and seq == high and rev.window == 0):
+        fwd.high, fwd.high_ts = end, seg.ts  # advanced, unless by a zero-window probe
+
+
+def _retransmitted(conv: Conversation[T], fwd: SeqState, rev: SeqState, seg: TcpSegment, seglen: int,
+                   end: int) -> bool:
+    """Whether a segment that starts below its side's highest sequence number, or that the
+    peer acknowledged, is a retransmission (Wireshark's retransmission, fast retransmission or
+    spurious retransmission), not a keep-alive nor out of order."""
+    seq, high = seg.seq, fwd.high
+    before = -1 if high is None else (high - 1) & _SEQ
+    if seglen <= 1 and seq == before and not seg.flags & _CONTROL:
+        return False  # a keep-alive
+    if seglen and rev.ack is not None and ((rev.ack - seq - seglen) & _SEQ) < _HALF:
+        return True  # its bytes were acknowledged already
+    if high is None or seq_diff(seq, high) >= 0 or (seglen > 1 and seq == before):
+        return False  # it advances the stream
+    if rev.dupacks >= 2 and rev.ack == seq and 0 <= seg.ts - rev.ack_ts < FAST_RETRANSMISSION_S:
+        return True  # a fast retransmission
+    since = seg.ts - fwd.high_ts
+    return not (0 <= since < (conv.first_rtt or OUT_OF_ORDER_S) and end != high)  # else out of order

@@ -175,7 +175,7 @@ def test_completion_script_is_produced(shell: str) -> None:
 
 
 def test_bash_completes_commands() -> None:
-    assert _complete("bash", "kdissect re", "1") == ["plain,read"]
+    assert _complete("bash", "kdissect re", "1") == ["plain,read", "plain,report"]
     ctx = click.Context(cli, info_name="kdissect")
     assert _complete("bash", "kdissect ", "1") == [f"plain,{n}" for n in cli.list_commands(ctx)]
 

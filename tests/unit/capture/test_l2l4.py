@@ -118,3 +118,12 @@ def test_header_lengths_below_the_minimum_are_not_tcp() -> None:
     doff4[20 + 12] = 0x40  # TCP data offset 16 bytes
     for pkt in (bytes(ihl4), bytes(doff4)):
         assert decode(RawFrame(1, 0.0, 101, pkt, len(pkt))) is None
+
+
+@pytest.mark.parametrize("window", [0, 1, 0x1234, 0xFFFF])
+def test_window_is_read_as_sent(window: int) -> None:
+    ip = bytearray(V4)
+    ip[20 + 14 : 20 + 16] = struct.pack(">H", window)  # the TCP header's window field
+    data = ethernet(bytes(ip))
+    seg = decode(RawFrame(1, 0.0, 1, data, len(data)))
+    assert seg is not None and seg.window == window and seg.payload == b"hello"

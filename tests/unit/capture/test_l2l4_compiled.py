@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pcapgen import tcp_ip
 
 from kdissect import accel
 from kdissect.capture import l2l4
@@ -389,3 +390,17 @@ def test_fragments() -> None:
         ip4 = _v4(frag=frag)
         seg = same(RawFrame(1, 0.0, 228, ip4, len(ip4)))
         assert (seg is not None) == (frag & 0x1FFF == 0)
+
+
+
+@pytest.mark.parametrize("window", [0, 1, 0x00FF, 0xFF00, 0xFFFF])
+def test_window_field(window: int) -> None:
+    """The window field, read the same by both on every link type, IPv4 and IPv6."""
+    for ip in (tcp_ip("192.0.2.1", "192.0.2.2", 1, 2, 3, 4, 0x10, b"x"),
+               tcp_ip("2001:db8::1", "2001:db8::2", 1, 2, 3, 4, 0x10, b"x")):
+        raw = bytearray(ip)
+        tcp = 20 if ip[0] >> 4 == 4 else 40
+        raw[tcp + 14 : tcp + 16] = struct.pack(">H", window)
+        for lt, data in relinked(bytes(raw)):
+            seg = same(RawFrame(1, 0.0, lt, data, len(data)))
+            assert seg is not None and seg.window == window
