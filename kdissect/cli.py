@@ -147,12 +147,15 @@ def _counted(messages: Iterable[Message], count: int | None) -> Iterator[Message
 @click.option("-E", "field_options", multiple=True, metavar="NAME=VALUE",
               help="With --format fields: header=y, separator=/t|/s|C, aggregator=C, quote=d|s|n, "
                    "occurrence=f|l|a.")
+@click.option("--positions", is_flag=True,
+              help="With --format json or jsonl: add each message's `positions`, the [offset, length] of "
+                   "every decoded field in its bytes (tshark's -x).")
 @click.option("-c", "--count", type=click.IntRange(1), help="Stop after this many messages.")
 @write_options
 @decode_options
 def export(captures: tuple[str, ...], outputs: tuple[str, ...], fmt: str, field_keys: tuple[str, ...],
-           field_options: tuple[str, ...], count: int | None, write_path: str | None, with_peer: bool,
-           print_too: bool, decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int,
+           field_options: tuple[str, ...], positions: bool, count: int | None, write_path: str | None,
+           with_peer: bool, print_too: bool, decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int,
            show_secrets: bool) -> None:
     """Export the decoded messages of CAPTURE as JSON (schema: docs/json.md) or field values.
     Several captures are merged in time order, as mergecap merges them."""
@@ -160,6 +163,8 @@ def export(captures: tuple[str, ...], outputs: tuple[str, ...], fmt: str, field_
     registry, opts = build(decode_as, max_bytes, max_decompressed, show_secrets)
     if (field_keys or field_options) and fmt != "fields":
         raise UsageError("-e and -E go with --format fields")
+    if positions and fmt == "fields":
+        raise UsageError("--positions goes with --format json or jsonl")
     selection = packet_selection(captures, write_path, with_peer, print_too)
     messages = _counted(iter_capture(captures, registry, opts, selection=selection), count)
     if selection is not None and output is None and not print_too:
@@ -174,20 +179,22 @@ def export(captures: tuple[str, ...], outputs: tuple[str, ...], fmt: str, field_
             for m in messages:
                 writer.write(m)
     else:
-        _write_json(messages, fmt, output, max_bytes)
+        _write_json(messages, fmt, output, max_bytes, positions)
     finish_packets(captures, selection, write_path)
 
 
-def _write_json(messages: Iterable[Message], fmt: str, output: str | None, max_bytes: int) -> None:
-    """The messages as a JSON array (`json`) or JSON Lines (`jsonl`)."""
-    from kdissect.render.jsonout import dumps_bytes, message_dict
+def _write_json(messages: Iterable[Message], fmt: str, output: str | None, max_bytes: int,
+                positions: bool) -> None:
+    """The messages as a JSON array (`json`) or JSON Lines (`jsonl`); `positions`: with the
+    place of each field in the message's bytes."""
+    from kdissect.render.jsonout import dumps_bytes, export_dict
 
     with _open_output(output, binary=True) as out:
         first = True
         if fmt == "json":
             out.write(b"[")
         for m in messages:
-            line = dumps_bytes(message_dict(m, max_bytes))
+            line = dumps_bytes(export_dict(m, max_bytes, positions))
             if fmt == "json":
                 out.write((b"\n" if first else b",\n") + line)
             else:

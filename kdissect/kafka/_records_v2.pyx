@@ -155,7 +155,9 @@ cdef object _control(object key, object value, Py_ssize_t kat, Py_ssize_t klen, 
         if (ctype == 0 or ctype == 1) and value is not None and vlen >= 6:
             children.append(new_field("coordinator_epoch", _int(<const unsigned char*>PyBytes_AS_STRING(value) + 2, 4),
                                       voff + 2 if real else -1, 4, None, None, None, None))
-    return new_field("control", None, koff, klen + vlen, children, STRUCT, None, None)
+    # The struct spans the key, the value's length varint and the value.
+    cdef Py_ssize_t length = vat + vlen - kat if real and value is not None else klen + vlen
+    return new_field("control", None, koff, length, children, STRUCT, None, None)
 
 
 cdef object _record(const unsigned char* data, Py_ssize_t start, Py_ssize_t limit, Batch* b,

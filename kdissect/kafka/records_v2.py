@@ -228,7 +228,9 @@ def _control(key: bytes | None, value: bytes | None, real: bool, kf: Field, vf: 
         if ctype in (0, 1) and value is not None and len(value) >= 6:
             epoch = int.from_bytes(value[2:6], "big", signed=True)
             children.append(leaf("coordinator_epoch", epoch, vf.offset + 2 if real else -1, 4, real))
-    return mkstruct("control", children, kf.offset, kf.length + vf.length)
+    # The struct spans the key, the value's length varint and the value.
+    length = vf.offset + vf.length - kf.offset if real and value is not None else kf.length + vf.length
+    return mkstruct("control", children, kf.offset, length)
 
 
 accel.bind(globals(), "kdissect.kafka._records_v2", ("decode_batch", "count_batch", "record_elements"))

@@ -32,6 +32,7 @@ import orjson
 
 from kdissect import accel
 from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, Column, Field, Message, Row
+from kdissect.render.positions import message_positions
 from kdissect.text import plural
 
 _WHITESPACE = {ord("\t"): None, ord("\r"): None, ord("\n"): None}
@@ -194,6 +195,15 @@ def message_dict(m: Message, max_bytes: int = 256) -> dict[str, Any]:
     }
     if m.tls is not None:
         out["tls"] = m.tls.to_json()
+    return out
+
+
+def export_dict(m: Message, max_bytes: int = 256, positions: bool = False) -> dict[str, Any]:
+    """message_dict (pure or compiled), and with `positions` each field's place in m.data
+    (render/positions.py)."""
+    out = message_dict(m, max_bytes)
+    if positions:
+        out["positions"] = message_positions(m)
     return out
 
 
