@@ -113,3 +113,12 @@ def test_report_refuses_without_output_or_over_a_file(tmp_path: Path) -> None:
     r = _run("report", "-o", str(there), str(CAPTURE))
     assert isinstance(r.exception, UsageError) and "--overwrite" in str(r.exception)
     assert there.read_text() == "keep"
+
+
+def test_the_display_filter_limits_what_the_analyzers_see() -> None:
+    anomalies = ROOT / "captures" / "kafka" / "expert_producer_anomalies.pcap"
+    every = json.loads(_run("expert", "-F", "json", str(anomalies)).output)
+    one = json.loads(_run("expert", "-F", "json", "-Y", 'kafka.client_id == "producer-acks0"', str(anomalies)).output)
+    assert len({f["key"] for f in every["findings"]}) > 1
+    assert [f["key"] for f in one["findings"]] == ["kafka.producer.acks_zero"]
+    assert one["messages"] < every["messages"]
