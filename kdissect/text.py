@@ -26,3 +26,9 @@ def value_word(v: object) -> str:
     if v is False:
         return "false"
     return str(v)
+
+
+def short_source(source: str) -> str:
+    """Where generated tables came from, `owner/repo@<40 hex>`, with the commit cut to 12 digits."""
+    repo, sep, commit = source.partition("@")
+    return f"{repo}@{commit[:12]}" if sep else source

@@ -7,12 +7,6 @@ from __future__ import annotations
 from kdissect import __version__
 
 
-def short_source(source: str) -> str:
-    """`owner/repo@<40 hex>` with the commit cut to 12 digits."""
-    repo, sep, commit = source.partition("@")
-    return f"{repo}@{commit[:12]}" if sep else source
-
-
 def spec_versions() -> list[tuple[str, str]]:
     """(protocol title, what its tables come from) for every protocol whose generated tables
     record a specification version (Dissector.specification)."""

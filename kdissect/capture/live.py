@@ -23,11 +23,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from kdissect.capture import bpf
 from kdissect.capture.ifaces import ARPHRD_LOOPBACK, Interface, find_interface
+from kdissect.capture.livepacket import DRAIN_S, POLL_MS, Packet, Stats
 from kdissect.capture.pcapfile import RawFrame
 from kdissect.errors import UsageError
 
@@ -48,28 +48,13 @@ LINKTYPE_RAW = 101
 BLOCK_SIZE = 1 << 20  # a 64 KiB loopback/GSO packet fits whole
 FRAME_SIZE = 2048  # nominal: TPACKET_V3 packs packets of any size into a block
 RETIRE_MS = 50  # a block that is not full is handed over after this long
-POLL_MS = 100
 MAX_BACKLOG = 1 << 30  # bytes of packets waiting for the decoder
-DRAIN_S = 0.5  # on stop, wait at most this long for the last block
 
 _U32 = struct.Struct("=I").unpack_from
 _BLOCK = struct.Struct("=III").unpack_from  # block_status, num_pkts, offset_to_first_pkt (at +8)
 # tpacket3_hdr: next_offset, sec, nsec, snaplen, len, status, mac, net, hv1 (rxhash, vlan_tci, vlan_tpid)
 _HDR = struct.Struct("=IIIIIIHHIIH").unpack_from
 _STATS = struct.Struct("=III")  # tp_packets, tp_drops, tp_freeze_q_cnt
-
-
-class Packet(NamedTuple):
-    """One captured packet: the frame for the pipeline, and its exact kernel time in ns."""
-
-    frame: RawFrame
-    ts_ns: int
-
-
-@dataclass(slots=True)
-class Stats:
-    received: int = 0  # packets that passed the filter (including dropped ones)
-    dropped: int = 0  # packets the kernel dropped because the ring was full
 
 
 def parse_block(buf: bytes | mmap.mmap, base: int, end: int, linktype: int, first: int) -> list[Packet]:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kdissect.capture import bpf
-from kdissect.capture.live import DRAIN_S, POLL_MS, Packet, Stats
+from kdissect.capture.livepacket import DRAIN_S, POLL_MS, Packet, Stats
 from kdissect.capture.pcapfile import RawFrame
 from kdissect.errors import UsageError
 

@@ -16,6 +16,7 @@ import click
 from kdissect.capture.pcapfile import captures_name
 from kdissect.cliutil import build, capture_inputs, decode_options, iter_capture, make_console, output_option
 from kdissect.errors import UsageError
+from kdissect.expert.analyzers import ANALYZERS
 from kdissect.expert.engine import Expert, Result
 from kdissect.model import Severity
 
@@ -27,7 +28,7 @@ def analyse(captures: tuple[str, ...], decode_as: tuple[str, ...], max_decompres
             show_secrets: bool) -> Result:
     """The expert's result over every message of the captures that passes -Y."""
     registry, opts = build(decode_as, 0, max_decompressed, show_secrets)
-    expert = Expert()
+    expert = Expert(ANALYZERS)
     return expert.add_all(iter_capture(captures, registry, opts, observers=[expert]))
 
 

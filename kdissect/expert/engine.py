@@ -6,31 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any
 
-from kdissect.expert.catalogue import Finding, Kind
+from kdissect.expert.analyzer import Analyzer
+from kdissect.expert.catalogue import Finding
 from kdissect.expert.series import Clock
 from kdissect.model import Message
-
-
-class Analyzer(Protocol):
-    """One concern of the expert: its kinds of finding, bounded state, its findings and charts."""
-
-    KINDS: ClassVar[tuple[Kind, ...]]
-
-    def __init__(self, clock: Clock) -> None: ...
-
-    def add(self, m: Message) -> None:
-        """One decoded message, in output order (a response after its request)."""
-
-    def conversation_ended(self, conv: Any) -> None:
-        """A TCP conversation's end (stream.flow.Conversation): its transport facts."""
-
-    def finish(self) -> list[Finding]:
-        """The findings, once every message was added."""
-
-    def charts(self) -> dict[str, Any]:
-        """Its charts' numbers (JSON-ready), under names no other analyzer uses."""
 
 
 @dataclass(slots=True)
@@ -50,12 +31,9 @@ class Result:
 
 class Expert:
     """Feed it messages (`add`) and conversation ends (it is a pipeline ConversationObserver);
-    `finish()` gives the Result."""
+    `finish()` gives the Result. `analyzers`: the classes to run (analyzers.ANALYZERS, all of them)."""
 
-    def __init__(self, analyzers: Sequence[type[Analyzer]] | None = None) -> None:
-        if analyzers is None:
-            from kdissect.expert.analyzers import ANALYZERS
-            analyzers = ANALYZERS
+    def __init__(self, analyzers: Sequence[type[Analyzer]]) -> None:
         self.clock = Clock()
         self.analyzers = [cls(self.clock) for cls in analyzers]
         self.messages = 0

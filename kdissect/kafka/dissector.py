@@ -87,7 +87,7 @@ class KafkaDissector:
 
     def specification(self) -> str | None:
         from kdissect.kafka import apis
-        from kdissect.versions import short_source
+        from kdissect.text import short_source
 
         keys = f"API keys {min(apis.APIS)}-{max(apis.APIS)}"
         if apis.SPEC_VERSION is None:

@@ -12,12 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_capture_fuzz import SETTINGS, bounded, fuzz, seeds
 
+from kdissect.expert.analyzers import ANALYZERS
 from kdissect.expert.engine import Expert
 from kdissect.pipeline import Pipeline
 
 
 def _expert_run(frames: list, registry: object) -> None:
-    expert = Expert()
+    expert = Expert(ANALYZERS)
     pipe = Pipeline(registry, fuzz().OPTS, observers=[expert])  # type: ignore[arg-type]
     for f in frames:
         for m in pipe.feed(f):

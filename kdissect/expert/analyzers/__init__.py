@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kdissect.expert.analyzer import Analyzer
 from kdissect.expert.analyzers.brokers import Brokers
 from kdissect.expert.analyzers.consumers import Consumers
 from kdissect.expert.analyzers.network import Network
@@ -11,7 +12,6 @@ from kdissect.expert.analyzers.rocketmq import RocketMQ
 from kdissect.expert.analyzers.traffic import Traffic
 from kdissect.expert.analyzers.zookeeper import ZooKeeper
 from kdissect.expert.catalogue import Kind, check
-from kdissect.expert.engine import Analyzer
 
 ANALYZERS: tuple[type[Analyzer], ...] = (Traffic, Consumers, Producers, Brokers, Network, ZooKeeper, Pulsar, RocketMQ)
 

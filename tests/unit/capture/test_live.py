@@ -14,7 +14,8 @@ from pcapgen import ethernet, tcp_ip
 
 from kdissect.capture import live
 from kdissect.capture.ifaces import ARPHRD_LOOPBACK, list_interfaces
-from kdissect.capture.live import Drainer, Packet, parse_block
+from kdissect.capture.live import Drainer, parse_block
+from kdissect.capture.livepacket import Packet
 from kdissect.capture.pcapfile import CaptureFile, RawFrame
 from kdissect.capture.pcapwriter import PcapWriter
 from kdissect.errors import UsageError

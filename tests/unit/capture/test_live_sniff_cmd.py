@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from pcapgen import TcpConn, ethernet, kafka_request, kafka_response
 
 from kdissect.capture import live
-from kdissect.capture.live import Packet, Stats
+from kdissect.capture.livepacket import Packet, Stats
 from kdissect.capture.pcapfile import CaptureFile, RawFrame
 from kdissect.cli import cli
 
