@@ -47,6 +47,7 @@ COMMANDS: dict[str, str] = {
     "spark": "kdissect.commands.spark:spark",
     "expert": "kdissect.commands.expert:expert",
     "report": "kdissect.commands.expert:report",
+    "tui": "kdissect.commands.tui:tui",
 }
 
 

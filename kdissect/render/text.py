@@ -132,27 +132,36 @@ def hex_text(v: int, size: int) -> str:
     return f"0x{v:0{digits}x}"
 
 
+def field_label(f: Field, max_bytes: int, element: int | None = None) -> str:
+    """The line the tree (-V) prints for a field, without its indent: a structure's name, an
+    array's name and size (`tags [2]`), else `name: value`; an element of an array (`element`:
+    its index) as `[0] value`, or `[0]` and its label for a structure."""
+    if element is not None:
+        if f.hint == STRUCT:
+            return f"[{element}] {f.label}" if f.label else f"[{element}]"
+        return f"[{element}] {value_text(f, max_bytes)}"
+    label = f.label or f.name
+    if f.hint == STRUCT:
+        return f"{label}"
+    if f.hint == ARRAY:
+        return f"{label} [{len(f.children or [])}]"
+    return f"{label}: {value_text(f, max_bytes)}"
+
+
 def tree_lines(fields: list[Field], max_bytes: int, indent: int = 1) -> list[str]:
     out: list[str] = []
     pad = "    " * indent
     for f in fields:
-        label = f.label or f.name
+        out.append(pad + field_label(f, max_bytes))
         if f.hint == STRUCT:
-            out.append(f"{pad}{label}")
             out.extend(tree_lines(f.children or [], max_bytes, indent + 1))
         elif f.hint == ARRAY:
-            items = f.children or []
-            out.append(f"{pad}{label} [{len(items)}]")
-            for i, c in enumerate(items):
+            for i, c in enumerate(f.children or []):
+                out.append(f"{pad}    {field_label(c, max_bytes, i)}")
                 if c.hint == STRUCT:
-                    out.append(f"{pad}    [{i}] {c.label}" if c.label else f"{pad}    [{i}]")
                     out.extend(tree_lines(c.children or [], max_bytes, indent + 2))
-                else:
-                    out.append(f"{pad}    [{i}] {value_text(c, max_bytes)}")
-        else:
-            out.append(f"{pad}{label}: {value_text(f, max_bytes)}")
-            if f.children:
-                out.extend(tree_lines(f.children, max_bytes, indent + 1))
+        elif f.children:
+            out.extend(tree_lines(f.children, max_bytes, indent + 1))
     return out
 
 
@@ -217,7 +226,7 @@ class TextRenderer:
         if details:
             c.print(Text("\n".join(details)), soft_wrap=True, highlight=False)
             for d in m.diagnostics:
-                c.print(Text(_diag_text(d), style=SEVERITY_STYLE.get(d.severity, "")), soft_wrap=True)
+                c.print(Text(diag_text(d), style=SEVERITY_STYLE.get(d.severity, "")), soft_wrap=True)
         if dump:
             c.print(Text("\n".join(dump), style="dim"), soft_wrap=True, highlight=False)
         if details or dump:
@@ -233,11 +242,12 @@ class TextRenderer:
             out.append(f"    {m.match.kind} in frame {m.match.frame}{rtt}")
         out.extend(tree_lines(m.fields, self.max_bytes))
         if self.plain:
-            out.extend(_diag_text(d) for d in m.diagnostics)
+            out.extend(diag_text(d) for d in m.diagnostics)
         return out
 
 
-def _diag_text(d: Diagnostic) -> str:
+def diag_text(d: Diagnostic) -> str:
+    """A diagnostic's line under the tree (-V), indented: `[severity/group] key @offset: text`."""
     at = f" @{d.offset}" if d.offset >= 0 else ""
     return f"    [{d.severity.value}/{d.group.value}] {d.key}{at}: {d.message}"
 

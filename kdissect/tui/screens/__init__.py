@@ -1,0 +1,1 @@
+"""The pop-up screens of `kdissect tui`: help, prompts, the conversation, statistics."""

@@ -1,0 +1,1 @@
+"""The panes of `kdissect tui` (Textual widgets)."""
