@@ -9,12 +9,15 @@ import sys
 import tempfile
 import time
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from kdissect.cliutil import current_filter_text, current_keylog, decode_options, make_console
 from kdissect.errors import KdissectError, UsageError
+
+if TYPE_CHECKING:
+    from kdissect.spark.progress import StatusLine
 
 SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _PY_ERROR = re.compile(r"kdissect\.errors\.\w+: (.+)")
@@ -50,46 +53,62 @@ def parse_conf(items: tuple[str, ...]) -> dict[str, str]:
 @click.option("-F", "--format", "fmt", type=click.Choice(["parquet", "json"]), default="parquet",
               show_default=True, help="Output table format.")
 @click.option("--report", is_flag=True, help="Print Spark SQL summaries after writing the tables.")
-@click.option("--overwrite", is_flag=True, help="Replace tables already in DIR.")
+@click.option("--overwrite", is_flag=True, help="Replace DIR if it exists (once the new tables are written).")
 @click.option("--split-size", metavar="SIZE", help="Capture bytes per task (default: up to 128M).")
 @click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="Extra Spark configuration; repeatable.")
 @click.option("--log", "log_path", metavar="FILE", help="Where Spark's own messages go (default: a temporary file).")
+@click.option("--progress/--no-progress", default=None,
+              help="A progress line on standard error (default: when it is a terminal).")
 @click.option("--no-color", is_flag=True, help="Plain text even on a terminal.")
 @decode_options
 def spark(inputs: tuple[str, ...], out: str, master: str, fmt: str, report: bool, overwrite: bool,
-          split_size: str | None, conf: tuple[str, ...], log_path: str | None, no_color: bool,
-          decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int, show_secrets: bool) -> None:
+          split_size: str | None, conf: tuple[str, ...], log_path: str | None, progress: bool | None,
+          no_color: bool, decode_as: tuple[str, ...], max_bytes: int, max_decompressed: int,
+          show_secrets: bool) -> None:
     """Decode INPUT captures (files, directories, globs; local or hdfs://, s3a://, file://)
     with Apache Spark into the messages, transactions and records tables under DIR,
-    partitioned by protocol and date."""
+    partitioned by protocol and date. Java, local inputs and the output are checked before
+    Spark starts; DIR appears only once all three tables are written."""
     from kdissect.protocols import parse_decode_as
+    from kdissect.spark import inputs as spark_inputs
+    from kdissect.spark import job, session
+    from kdissect.spark.progress import StatusLine
     from kdissect.spark.worker import Config
 
     cfg = Config(parse_decode_as(decode_as), max_bytes, max_decompressed, show_secrets, current_filter_text(),
                  current_keylog())
     split = parse_size(split_size) if split_size else None
+    spark_conf = parse_conf(conf)
+    session.check_can_start()
+    spark_inputs.check_local(inputs, master)
+    job.check_out(out, overwrite, master)
     log = log_path or os.path.join(tempfile.gettempdir(), f"kdissect-spark-{os.getpid()}.log")
     console = make_console(no_color)
+    line = StatusLine(sys.stderr.isatty() if progress is None else progress)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # pyspark's warning about pandas 3
-        _run(list(inputs), out, master, fmt, report, overwrite, split, parse_conf(conf), log, cfg, console)
+        try:
+            _run(list(inputs), out, master, fmt, report, overwrite, split, spark_conf, log, cfg, console, line)
+        finally:
+            line.clear()
 
 
 def _run(inputs: list[str], out: str, master: str, fmt: str, report: bool, overwrite: bool,
-         split: int | None, conf: dict[str, str], log: str, cfg: Any, console: Any) -> None:
+         split: int | None, conf: dict[str, str], log: str, cfg: Any, console: Any, line: StatusLine) -> None:
     from kdissect.spark import job, session
+    from kdissect.spark.progress import Progress
 
     t0 = time.monotonic()
-    _status(f"starting Spark ({master})")
+    line.show(f"starting Spark ({master})")
     mine = session.active() is None  # a session already running (a notebook, tests) is kept
     spark = session.start(master, conf, log_path=log)
     started = time.monotonic() - t0
     try:
         p = job.make_plan(spark, inputs, split)
-        _status(f"{len(p.files)} captures, {p.bytes / 1e6:.1f} MB, {len(p.units)} tasks")
-        with session.Poller(spark, _progress):
-            result = _guarded(lambda: job.run(spark, p, out, cfg, fmt, overwrite), log)
-        _status("")
+        line.show(f"{len(p.files)} captures, {p.bytes / 1e6:.1f} MB, {len(p.units)} tasks")
+        with Progress.of(spark, p.bytes, line.show) as progress:
+            result = _guarded(lambda: job.run(spark, p, out, cfg, fmt, overwrite, progress=progress), log)
+        line.clear()
         took = time.monotonic() - t0
         c = result.counts
         console.print(f"{c['messages']} messages, {c['transactions']} transactions, {c['records']} records "
@@ -98,7 +117,7 @@ def _run(inputs: list[str], out: str, master: str, fmt: str, report: bool, overw
         if report:
             _print_report(spark, console, log)
     finally:
-        _status("")
+        line.clear()
         if mine:
             spark.stop()
 
@@ -133,19 +152,3 @@ def _print_report(spark: Any, console: Any, log: str) -> None:
         for row in t.rows:
             table.add_row(*("" if v is None else str(v) for v in row))
         console.print(table)
-
-
-_shown = [0]
-
-
-def _status(text: str) -> None:
-    """One progress line on stderr, rewritten in place (only on a terminal)."""
-    if not sys.stderr.isatty():
-        return
-    pad = max(0, _shown[0] - len(text))
-    click.echo("\r" + text + " " * pad + ("\r" if not text else ""), err=True, nl=False)
-    _shown[0] = len(text)
-
-
-def _progress(s: Any) -> None:
-    _status(f"stage {s.stage}: {s.done}/{s.total} tasks done, {s.running} running")

@@ -6,6 +6,10 @@ Arrow batches; the result is kept on the executors' disks (DISK_ONLY: memory-bou
 wide nested rows runs the JVM out of heap on big inputs) and written as the `messages`,
 `transactions` and `records` tables, partitioned by protocol and date.
 
+The tables are written into a new sibling of the output directory, `OUT.kdissect-tmp-<random>`,
+which becomes OUT only once all three are written (an OUT there before is replaced only then);
+a failed or interrupted job removes it, so that OUT is either complete or untouched.
+
 Local captures are opened by the tasks themselves (one task per unit: a Spark range with one
 element per partition carries the unit's number). Captures on other file systems are read by
 Spark's binaryFile source, so that the cluster's Hadoop configuration (credentials, endpoints)
@@ -14,17 +18,28 @@ applies; a shared big capture is read once per share.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from kdissect.spark.inputs import FileList, hadoop_files
+from kdissect.errors import KdissectError, UsageError
+from kdissect.spark.inputs import FileList, driver_path, hadoop_files
+from kdissect.spark.progress import Counters, Progress
 from kdissect.spark.schema import PARTITION_COLUMNS, combined_columns
+from kdissect.spark.session import cancel_on_interrupt, hadoop_errors
 from kdissect.spark.sqltypes import ddl
 from kdissect.spark.units import Piece, Unit, plan
 from kdissect.spark.worker import Config, combined, local_path
 
 TABLES = ("messages", "transactions", "records")
+STAGING = ".kdissect-tmp-"
+ASIDE = ".kdissect-old-"
+SETTLE_SECONDS = 10.0
 
 
 @dataclass(slots=True)
@@ -51,22 +66,26 @@ def make_plan(spark: Any, inputs: list[str] | tuple[str, ...], split: int | None
     return Plan(files, plan(files, parallelism, split, max_shares))
 
 
-def _local_task(units: list[Unit], cfg: Config) -> Any:
+def _counted(batches: Iterable[Any], pieces: Iterable[Piece], counters: Counters | None) -> Iterable[Any]:
+    return batches if counters is None else counters.counted(batches, pieces)
+
+
+def _local_task(units: list[Unit], cfg: Config, counters: Counters | None) -> Any:
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         for b in batches:
             for uid in b.column(0).to_pylist():
-                yield from combined(((p, None) for p in units[uid]), cfg)
+                yield from _counted(combined(((p, None) for p in units[uid]), cfg), units[uid], counters)
     return task
 
 
-def _content_task(cfg: Config) -> Any:
+def _content_task(cfg: Config, counters: Counters | None) -> Any:
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         for b in batches:
             cols = b.to_pydict()
             for path, content, share, shares in zip(cols["path"], cols["content"], cols["share"],
                                                     cols["shares"], strict=True):
                 piece = Piece(_plain(path), len(content), share, shares)
-                yield from combined([(piece, content)], cfg)
+                yield from _counted(combined([(piece, content)], cfg), [piece], counters)
     return task
 
 
@@ -74,14 +93,15 @@ def _plain(uri: str) -> str:
     return uri[5:] if uri.startswith("file:/") else uri
 
 
-def decoded(spark: Any, p: Plan, cfg: Config, spark_io: bool = False) -> Any:
+def decoded(spark: Any, p: Plan, cfg: Config, spark_io: bool = False, counters: Counters | None = None) -> Any:
     """The combined DataFrame of a plan (lazy). spark_io: read even local captures through
-    Spark's binaryFile source (what happens to captures on other file systems)."""
+    Spark's binaryFile source (what happens to captures on other file systems); counters:
+    what the tasks add their bytes and messages to."""
     schema = ddl(combined_columns())
     if not spark_io and all(local_path(piece.path) is not None for u in p.units for piece in u):
         n = len(p.units)
-        return spark.range(0, n, 1, n).mapInArrow(_local_task(p.units, cfg), schema)
-    return _binary_input(spark, p).mapInArrow(_content_task(cfg), schema)
+        return spark.range(0, n, 1, n).mapInArrow(_local_task(p.units, cfg, counters), schema)
+    return _binary_input(spark, p).mapInArrow(_content_task(cfg, counters), schema)
 
 
 def _binary_input(spark: Any, p: Plan) -> Any:
@@ -115,19 +135,162 @@ def tables(df: Any) -> dict[str, Any]:
 
 
 def run(spark: Any, p: Plan, out: str, cfg: Config, fmt: str = "parquet", overwrite: bool = False,
-        spark_io: bool = False) -> Result:
+        spark_io: bool = False, progress: Progress | None = None) -> Result:
+    """Decode the plan and write the three tables to `out` (staged: see the module's text); an
+    `out` that is not an empty directory is an error unless `overwrite`. The tables are also
+    the session's temporary views."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    df = decoded(spark, p, cfg, spark_io).persist(StorageLevel.DISK_ONLY)
+    counters = progress.counters if progress is not None else None
+    df = decoded(spark, p, cfg, spark_io, counters).persist(StorageLevel.DISK_ONLY)
     frames = tables(df)
-    mode = "overwrite" if overwrite else "errorifexists"
-    for name in TABLES:
-        (frames[name].write.mode(mode).partitionBy(*PARTITION_COLUMNS).format(fmt)
-         .save(f"{out.rstrip('/')}/{name}"))
-    row = df.agg(F.count(F.lit(1)).alias("messages"), F.count("_transaction").alias("transactions"),
-                 F.sum(F.size("_records")).alias("records")).first()
+    with staged(spark, out, overwrite) as tmp, cancel_on_interrupt(spark) as check:
+        for name in TABLES:
+            check()
+            if progress is not None:
+                progress.phase = f"writing {name}"
+            frames[name].write.partitionBy(*PARTITION_COLUMNS).format(fmt).save(f"{tmp}/{name}")
+        check()
+        if progress is not None:
+            progress.phase = "counting"
+        row = df.agg(F.count(F.lit(1)).alias("messages"), F.count("_transaction").alias("transactions"),
+                     F.sum(F.size("_records")).alias("records")).first()
     counts = {name: int(row[name] or 0) for name in TABLES}
     for name, frame in frames.items():
         frame.createOrReplaceTempView(name)
     return Result(p, counts, frames)
+
+
+# -- the output directory -----------------------------------------------------------------
+
+class Dirs(Protocol):
+    def exists(self, path: str) -> bool: ...
+    def is_empty_dir(self, path: str) -> bool: ...
+    def remove(self, path: str) -> None: ...
+    def rename(self, src: str, dst: str) -> None: ...
+
+
+class LocalDirs:
+    """The driver's own file system."""
+
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(path)
+
+    def is_empty_dir(self, path: str) -> bool:
+        return os.path.isdir(path) and not os.listdir(path)
+
+    def remove(self, path: str) -> None:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.unlink(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.rename(src, dst)
+
+
+class HadoopDirs:
+    """A Hadoop file system (hdfs://, s3a://, ...), through the driver's JVM."""
+
+    def __init__(self, spark: Any, url: str) -> None:
+        self.Path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path
+        self.fs = self.Path(url).getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+
+    def exists(self, path: str) -> bool:
+        return bool(self.fs.exists(self.Path(path)))
+
+    def is_empty_dir(self, path: str) -> bool:
+        p = self.Path(path)
+        return bool(self.fs.getFileStatus(p).isDirectory()) and len(self.fs.listStatus(p)) == 0
+
+    def remove(self, path: str) -> None:
+        self.fs.delete(self.Path(path), True)
+
+    def rename(self, src: str, dst: str) -> None:
+        if not self.fs.rename(self.Path(src), self.Path(dst)):
+            raise KdissectError(f"cannot rename {src} to {dst}")
+
+
+def check_out(out: str, overwrite: bool, master: str) -> None:
+    """What can be checked of the output before Spark starts (a path on the driver's file
+    system): it is absent or an empty directory, or `overwrite`; it is not a root; the nearest
+    existing directory above it is writable. UsageError (one line) otherwise."""
+    local = driver_path(out, master)
+    if local is None:
+        return
+    _check_target(LocalDirs(), local, out, overwrite)
+    path = os.path.abspath(local)
+    parent = os.path.dirname(path)
+    if parent == path:
+        raise UsageError(f"{out} is a file system's root: write the tables into a directory below it")
+    while not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise UsageError(f"cannot write {out}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write {out}: {parent} is not writable")
+
+
+def _check_target(dirs: Dirs, path: str, out: str, overwrite: bool) -> None:
+    if not overwrite and dirs.exists(path) and not dirs.is_empty_dir(path):
+        raise UsageError(f"{out} already exists (--overwrite replaces it)")
+
+
+def _dirs(spark: Any, out: str) -> tuple[Dirs, str]:
+    local = driver_path(out, spark.sparkContext.master)
+    if local is not None:
+        return LocalDirs(), local.rstrip("/") or "/"
+    with hadoop_errors(spark, out):
+        return HadoopDirs(spark, out), out.rstrip("/")
+
+
+@contextlib.contextmanager
+def staged(spark: Any, out: str, overwrite: bool) -> Iterator[str]:
+    """A new sibling of `out` for the block to write into (given as `out` is: a path or a URL);
+    it becomes `out` when the block ends (replacing what was there only then), and is removed
+    when the block fails or is interrupted."""
+    dirs, path = _dirs(spark, out)
+    suffix = STAGING + secrets.token_hex(4)
+    tag = "kdissect" + suffix
+    with hadoop_errors(spark, out):
+        _check_target(dirs, path, out, overwrite)
+    spark.sparkContext.addJobTag(tag)
+    try:
+        yield out.rstrip("/") + suffix
+        with hadoop_errors(spark, out):
+            _publish(dirs, path + suffix, path)
+    except BaseException:
+        _settle(spark, tag)
+        with contextlib.suppress(Exception):
+            dirs.remove(path + suffix)
+        raise
+    finally:
+        with contextlib.suppress(Exception):  # the JVM may be going away
+            spark.sparkContext.removeJobTag(tag)
+
+
+def _publish(dirs: Dirs, tmp: str, path: str) -> None:
+    if not dirs.exists(path):
+        dirs.rename(tmp, path)
+        return
+    aside = path + ASIDE + secrets.token_hex(4)
+    dirs.rename(path, aside)
+    try:
+        dirs.rename(tmp, path)
+    except BaseException:
+        dirs.rename(aside, path)
+        raise
+    dirs.remove(aside)
+
+
+def _settle(spark: Any, tag: str) -> None:
+    """Cancel the jobs with `tag` and wait a while for running stages to end, so that no task
+    writes into a directory being removed."""
+    sc = spark.sparkContext
+    with contextlib.suppress(Exception):  # the JVM may be going away
+        sc.cancelJobsWithTag(tag)
+        tracker = sc.statusTracker()
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while tracker.getActiveStageIds() and time.monotonic() < deadline:
+            time.sleep(0.1)

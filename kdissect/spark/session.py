@@ -1,5 +1,6 @@
 """Starting Spark quietly: a Java check first, the JVM's own stderr (log4j, launcher warnings,
-Python worker tracebacks) into a log file, log level ERROR, and a poller for a progress line.
+Python worker tracebacks) into a log file, log level ERROR; Ctrl-C during a job that cancels
+it cleanly; and Java exceptions from Hadoop's file systems as one line.
 
 pyspark is imported only inside these functions.
 """
@@ -11,6 +12,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -35,6 +37,34 @@ QUIET_CONF = {
     # partitioned writes without sorting each task's rows first (while <= 16 partitions open)
     "spark.sql.maxConcurrentOutputFileWriters": "16",
 }
+
+
+NO_FILE_SYSTEM = "no file system for {scheme}:// in this Spark"
+UNREACHABLE = "cannot reach it"
+DENIED = "permission denied"
+# What a Java exception (or a subclass) means for a path; in a chain of causes the deepest one
+# found here names the failure.
+JAVA_FAILURES: dict[str, str] = {
+    "java.io.FileNotFoundException": "no such file or directory",
+    "org.apache.hadoop.fs.UnsupportedFileSystemException": NO_FILE_SYSTEM,
+    "java.lang.ClassNotFoundException": NO_FILE_SYSTEM,
+    "java.net.UnknownHostException": "unknown host",
+    "java.net.ConnectException": UNREACHABLE,
+    "java.net.NoRouteToHostException": UNREACHABLE,
+    "java.net.SocketTimeoutException": UNREACHABLE,
+    "org.apache.hadoop.net.ConnectTimeoutException": UNREACHABLE,
+    "org.apache.hadoop.security.AccessControlException": DENIED,
+    "java.nio.file.AccessDeniedException": DENIED,
+}
+# The Maven package of a file system's connector ({hadoop}: the Hadoop version Spark runs).
+CONNECTORS = {
+    "s3a": "org.apache.hadoop:hadoop-aws:{hadoop}",
+    "abfs": "org.apache.hadoop:hadoop-azure:{hadoop}",
+    "abfss": "org.apache.hadoop:hadoop-azure:{hadoop}",
+    "wasb": "org.apache.hadoop:hadoop-azure:{hadoop}",
+    "wasbs": "org.apache.hadoop:hadoop-azure:{hadoop}",
+}
+MAX_MESSAGE = 300
 
 
 def java_major(version_text: str) -> int | None:
@@ -69,6 +99,13 @@ def check_pyspark() -> None:
         import pyspark  # noqa: F401
     except ImportError:
         raise UsageError("kdissect spark needs pyspark >= 4.0: pip install 'kdissect[spark]'") from None
+
+
+def check_can_start() -> None:
+    """pyspark, and Java unless a session is already running: UsageError (one line) when missing."""
+    check_pyspark()
+    if active() is None:
+        check_java()
 
 
 @contextlib.contextmanager
@@ -141,45 +178,113 @@ def start(master: str, conf: dict[str, str] | None = None, log_path: str | None 
     return spark
 
 
-@dataclass(slots=True)
-class Status:
-    stage: int
-    done: int
-    total: int
-    running: int
+# -- Ctrl-C ----------------------------------------------------------------------------------
+
+CANCEL_EVERY = 0.2  # seconds
 
 
-class Poller:
-    """Calls `show(Status)` every `every` seconds with the active stages' task counts."""
+@contextlib.contextmanager
+def cancel_on_interrupt(spark: Any) -> Iterator[Callable[[], None]]:
+    """While the block runs, Ctrl-C makes it end with KeyboardInterrupt: at the `check()` it is
+    given, or when the running Spark job returns cancelled. Another thread cancels Spark's jobs
+    until the block has ended (a job being planned when Ctrl-C comes is cancelled once it
+    starts). pyspark's own handler calls the JVM from inside the signal handler, in the middle
+    of the call in progress, which breaks that connection and logs tracebacks. A second Ctrl-C
+    interrupts at once. Outside the main thread the block runs as it is."""
+    hit, ended = threading.Event(), threading.Event()
 
-    def __init__(self, spark: Any, show: Callable[[Status], None], every: float = 0.5) -> None:
-        self.tracker = spark.sparkContext.statusTracker()
-        self.show = show
-        self.every = every
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="kdissect-progress", daemon=True)
+    def check() -> None:
+        if hit.is_set():
+            raise KeyboardInterrupt
 
-    def __enter__(self) -> Poller:
-        self.thread.start()
-        return self
+    def handler(signum: int, frame: Any) -> None:
+        check()
+        hit.set()
+        threading.Thread(target=_cancel_until, args=(spark, ended), name="kdissect-cancel", daemon=True).start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(timeout=2)
+    if threading.current_thread() is not threading.main_thread():
+        yield check
+        return
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield check
+        check()
+    except Exception:
+        check()
+        raise
+    finally:
+        ended.set()
+        signal.signal(signal.SIGINT, previous)
 
-    def _run(self) -> None:
-        while not self.stop.wait(self.every):
-            with contextlib.suppress(Exception):  # the JVM may be going away
-                status = self._status()
-                if status is not None:
-                    self.show(status)
 
-    def _status(self) -> Status | None:
-        ids = list(self.tracker.getActiveStageIds())
-        if not ids:
-            return None
-        infos = [i for i in (self.tracker.getStageInfo(s) for s in ids) if i is not None]
-        if not infos:
-            return None
-        return Status(max(ids), sum(i.numCompletedTasks for i in infos), sum(i.numTasks for i in infos),
-                      sum(i.numActiveTasks for i in infos))
+def _cancel_until(spark: Any, ended: threading.Event) -> None:
+    with contextlib.suppress(Exception):  # the JVM may be going away
+        while not ended.is_set():
+            spark.sparkContext.cancelAllJobs()
+            ended.wait(CANCEL_EVERY)
+
+
+# -- Java exceptions as one line ------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class JavaCause:
+    name: str  # the exception's class
+    kinds: frozenset[str]  # that class and its superclasses
+    message: str
+
+
+def java_causes(e: BaseException) -> list[JavaCause]:
+    """The Java exception behind a py4j or pyspark exception and its causes, outermost first;
+    [] for any other exception (or when the JVM is gone)."""
+    t = getattr(e, "java_exception", None) or getattr(e, "_origin", None)
+    out: list[JavaCause] = []
+    with contextlib.suppress(Exception):
+        while t is not None and len(out) < 16:
+            kinds, cls = set(), t.getClass()
+            while cls is not None:
+                kinds.add(str(cls.getName()))
+                cls = cls.getSuperclass()
+            out.append(JavaCause(str(t.getClass().getName()), frozenset(kinds), str(t.getMessage() or "").strip()))
+            t = t.getCause()
+    return out
+
+
+def path_failure(spark: Any, what: str, causes: list[JavaCause]) -> str:
+    """One line for a Java exception about a path: what it means when JAVA_FAILURES knows it
+    ("hdfs://nn/x: cannot reach it: Connection refused"), else its class and message."""
+    for c in reversed(causes):
+        meaning = next((JAVA_FAILURES[k] for k in c.kinds if k in JAVA_FAILURES), None)
+        if meaning is None:
+            continue
+        scheme = what.split(":", 1)[0] if "://" in what else "file"
+        line = f"{what}: {meaning.format(scheme=scheme)}: {_first_line(c.message)}"
+        return line + _connector_hint(spark, scheme) if meaning == NO_FILE_SYSTEM else line
+    last = causes[-1]
+    return f"{what}: {last.name.rsplit('.', 1)[-1]}: {_first_line(last.message)}"
+
+
+def _connector_hint(spark: Any, scheme: str) -> str:
+    package = CONNECTORS.get(scheme)
+    if package is None:
+        return "; add the jar that holds it (--conf spark.jars=... or spark.jars.packages=...)"
+    hadoop = "VERSION"
+    with contextlib.suppress(Exception):
+        hadoop = str(spark.sparkContext._jvm.org.apache.hadoop.util.VersionInfo.getVersion())
+    return f"; add its connector: --conf spark.jars.packages={package.format(hadoop=hadoop)}"
+
+
+def _first_line(text: str) -> str:
+    return (text.splitlines() or [""])[0][:MAX_MESSAGE]
+
+
+@contextlib.contextmanager
+def hadoop_errors(spark: Any, what: str) -> Iterator[None]:
+    """Java exceptions raised in the block (Hadoop file system calls about `what`) as one
+    UsageError line (path_failure)."""
+    try:
+        yield
+    except Exception as e:
+        causes = java_causes(e)
+        if not causes:
+            raise
+        raise UsageError(path_failure(spark, what, causes)) from None
