@@ -11,25 +11,41 @@ lookup cannot list).
 Options: layer (messages | transactions | records; default messages), path / paths, decode_as
 ("9093=kafka,9094=kafka"), filter (a display filter, docs/filters.md), max_bytes,
 max_decompressed, show_secrets, split_size (bytes per partition), parallelism (the cores to plan
-for; default this machine's), max_shares.
+for; default this machine's), max_shares, pushdown ("true": take WHERE conditions on the
+partition columns `protocol` and `date` into the read, which then drops the other rows before
+Spark sees them; Spark asks for it with spark.sql.python.filterPushdown.enabled=true, and
+fails a read of a source that takes filters without that setting, hence the option).
 This module imports pyspark: import it only where Spark runs.
 """
 
 from __future__ import annotations
 
 import json
+import operator
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
 
 from kdissect.errors import UsageError
 from kdissect.protocols import parse_decode_as
 from kdissect.spark.inputs import python_files
-from kdissect.spark.schema import LAYERS, layer_ddl
+from kdissect.spark.rows import Row
+from kdissect.spark.schema import LAYERS, PARTITION_COLUMNS, layer_ddl
 from kdissect.spark.units import Unit, plan
-from kdissect.spark.worker import Config, compiled_filter, read_unit
+from kdissect.spark.worker import Config, RowTest, compiled_filter, read_unit
 
 NAME = "kdissect"
 
@@ -86,7 +102,49 @@ class KdissectReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, UnitPartition)
-        yield from read_unit(partition.unit, self.cfg, self.layer)
+        yield from read_unit(partition.unit, self.cfg, self.layer, self.keep())
+
+    def keep(self) -> RowTest | None:
+        return None
+
+
+# The conditions on a partition column a read takes itself: the filter's class -> the test.
+PUSHED: dict[type[Filter], Callable[[Any, Any], bool]] = {
+    EqualTo: operator.eq,
+    In: lambda v, values: v in values,
+    GreaterThan: operator.gt,
+    GreaterThanOrEqual: operator.ge,
+    LessThan: operator.lt,
+    LessThanOrEqual: operator.le,
+}
+
+Condition = tuple[str, type[Filter], Any]  # column, filter class, value
+
+
+class PushdownReader(KdissectReader):
+    """A reader that takes the conditions on `protocol` and `date` (PUSHED) from Spark's plan
+    and keeps only the rows that meet them all; Spark evaluates the rest."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.conditions: list[Condition] = []
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:  # noqa: N802 (pyspark's name)
+        for f in filters:
+            column: tuple[str, ...] = getattr(f, "attribute", ())
+            if type(f) in PUSHED and len(column) == 1 and column[0] in PARTITION_COLUMNS:
+                self.conditions.append((column[0], type(f), getattr(f, "value", None)))
+            else:
+                yield f
+
+    def keep(self) -> RowTest | None:
+        conditions = tuple((name, PUSHED[kind], value) for name, kind, value in self.conditions)
+        if not conditions:
+            return None
+
+        def test(row: Row) -> bool:
+            return all(row[name] is not None and met(row[name], value) for name, met, value in conditions)
+        return test
 
 
 class KdissectDataSource(DataSource):
@@ -100,7 +158,10 @@ class KdissectDataSource(DataSource):
         return layer_ddl(_layer(dict(self.options)))
 
     def reader(self, schema: Any) -> KdissectReader:
-        return KdissectReader(dict(self.options))
+        options = dict(self.options)
+        if options.get("pushdown", "false").lower() == "true":
+            return PushdownReader(options)
+        return KdissectReader(options)
 
 
 def register(spark: Any) -> None:

@@ -1,5 +1,5 @@
 """Records (Kafka records, Pulsar messages, RocketMQ messages) found generically in a message's
-Field tree. Pure Python; no protocol package is imported.
+Field tree. Pure Python; of the protocol packages only Kafka's codec-id table is imported.
 
 The rules, by field name and hint only:
 - a record array is an ARRAY named in RECORD_ARRAYS; each STRUCT element is a record, unless it
@@ -9,16 +9,25 @@ The rules, by field name and hint only:
   RocketMQ SEND_MESSAGE);
 - topic and partition come from the record, else from the structs around the record array
   (Kafka's topic `name` and partition `index`), else from the message's `info`;
+- the producer, sequence, compression and message-id facts come from the record, else from the
+  structs around the record array (a Kafka batch, a Pulsar command and its metadata), the
+  innermost first; the compression codec from the structs around first (a Kafka batch's
+  attributes, not its records' own);
 - the other columns are the nearest field with one of the names in the tables below.
+
+COLUMNS is the one list of the record columns and their types; `extract` gives one dict per
+record keyed by exactly those names.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from kdissect.kafka.compression import CODECS as KAFKA_CODECS
 from kdissect.model import ARRAY, BYTES, STRUCT, Field, Message
 from kdissect.render.jsonout import text_or_hex
+from kdissect.spark.sqltypes import Columns, map_of
 from kdissect.spark.values import as_bigint, as_int
 
 RECORD_ARRAYS = frozenset({"records", "messages"})
@@ -32,32 +41,67 @@ RECORD_TOPIC = ("topic",)  # in a record itself ("name" or "index" would mean so
 RECORD_PARTITION = ("partition", "queue_id")
 OFFSET_NAMES = ("offset", "queue_offset")
 TIME_NAMES = ("timestamp", "born_timestamp", "event_time", "publish_time", "store_timestamp")
+PRODUCER_ID = ("producer_id",)
+PRODUCER_EPOCH = ("producer_epoch",)
+BASE_SEQUENCE = ("base_sequence",)  # Kafka: -1 for a producer without idempotence
+SEQUENCE = ("sequence_id",)  # a record's own sequence (Pulsar); else base_sequence + offset_delta
+OFFSET_DELTA = ("offset_delta",)
+CODEC_NAME = ("compression",)  # Pulsar's metadata: an enum, its name lowercased
+CODEC_BITS = ("attributes",)  # Kafka batches and legacy messages: the low three bits
+LEDGER_ID = ("ledger_id",)  # Pulsar's message id: ledger, entry, index in the batch
+ENTRY_ID = ("entry_id",)
+BATCH_INDEX = ("index",)  # only a record's own field, only in a record array (a Pulsar batch)
 INFO_TOPIC = ("topic",)
 INFO_PARTITION = ("partition", "queue_id")
-SEARCH_DEPTH = 3  # how deep below a record its scalar fields are looked for
+INFO_PRODUCER = ("producer_id",)
+SEARCH_DEPTH = 3  # how deep below a record (or a struct around it) its scalar fields are looked for
+MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last time Spark holds
+
+COLUMNS: Columns = (
+    ("index", "int"),  # position within the message
+    ("topic", "string"),
+    ("partition", "int"),
+    ("offset", "bigint"),
+    ("timestamp_ms", "bigint"),
+    ("timestamp", "timestamp"),
+    ("key", "binary"),
+    ("key_text", "string"),
+    ("value", "binary"),
+    ("value_text", "string"),
+    ("value_size", "int"),
+    ("headers", map_of("binary")),
+    ("producer_id", "bigint"),
+    ("producer_epoch", "int"),
+    ("base_sequence", "int"),
+    ("sequence", "bigint"),
+    ("compression", "string"),
+    ("ledger_id", "bigint"),
+    ("entry_id", "bigint"),
+    ("batch_index", "int"),
+)
+
+Record = dict[str, Any]
 
 
-@dataclass(slots=True)
-class Record:
-    index: int
-    topic: str | None
-    partition: int | None
-    offset: int | None
-    timestamp_ms: int | None
-    key: str | None
-    value_size: int | None
-    headers: dict[str, str | None] = field(default_factory=dict)
+Levels = list[dict[str, Field]]
 
 
 @dataclass(slots=True)
 class _Where:
+    """What a record's surroundings say: topic and partition, the fields of the structs around
+    its record array (innermost first), the message's producer, whether it is an array element."""
+
     topic: Any = None
     partition: Any = None
+    around: tuple[Levels, ...] = ()
+    producer: Any = None
+    in_array: bool = False
 
 
 def extract(m: Message, max_bytes: int = 256) -> list[Record]:
-    """The records m carries, in order."""
-    where = _Where(_first(m.info, INFO_TOPIC), _first(m.info, INFO_PARTITION))
+    """The records m carries, in order: one dict per record, keyed by COLUMNS' names."""
+    where = _Where(_first(m.info, INFO_TOPIC), _first(m.info, INFO_PARTITION),
+                   producer=_first(m.info, INFO_PRODUCER))
     root = Field("", None, 0, len(m.data), m.fields, STRUCT)
     found: list[tuple[Field, _Where]] = []
     _walk(root, (), where, found)
@@ -79,7 +123,7 @@ _CONTEXT_NAMES = frozenset(TOPIC_NAMES + TOPIC_ID_NAMES + PARTITION_NAMES)
 
 def _where(chain: tuple[Field, ...], where: _Where) -> _Where:
     """The topic and partition stated by the structs around a record array (the innermost
-    wins), over those of the message's info."""
+    wins), over those of the message's info; and those structs' fields."""
     topic, part, topic_id = where.topic, where.partition, None
     for f in chain:
         found = {c.name: c.value for c in f.children or ()
@@ -89,7 +133,8 @@ def _where(chain: tuple[Field, ...], where: _Where) -> _Where:
             topic = topic if t is None else t
             part = part if p is None else p
             topic_id = topic_id if i is None else i
-    return _Where(topic if topic is not None else topic_id, part)
+    around = tuple(_levels(f) for f in reversed(chain))
+    return _Where(topic if topic is not None else topic_id, part, around, where.producer, True)
 
 
 def _walk(f: Field, chain: tuple[Field, ...], where: _Where, out: list[tuple[Field, _Where]]) -> None:
@@ -104,17 +149,15 @@ def _walk(f: Field, chain: tuple[Field, ...], where: _Where, out: list[tuple[Fie
 
 
 def _records(arr: Field, chain: tuple[Field, ...], where: _Where, out: list[tuple[Field, _Where]]) -> None:
-    here = _where(chain, where)
+    here: _Where | None = None
     for e in arr.children or ():
         if e.hint != STRUCT:
             continue
         if any(c.hint == ARRAY and c.name in RECORD_ARRAYS for c in e.children or ()):
             _walk(e, chain, where, out)  # a batch or a wrapper message: its records
         else:
+            here = here or _where(chain, where)
             out.append((e, here))
-
-
-Levels = list[dict[str, Field]]
 
 
 def _levels(f: Field) -> Levels:
@@ -152,6 +195,22 @@ def _scalar(levels: Levels, names: tuple[str, ...]) -> Any:
     return None if hit is None or hit.children is not None else hit.value
 
 
+def _fact_field(own: Levels, where: _Where, names: tuple[str, ...], around_first: bool = False) -> Field | None:
+    """The record's own scalar field named one of `names`, else that of the nearest struct
+    around its record array (around_first: the other way round)."""
+    order = (*where.around, own) if around_first else (own, *where.around)
+    for lv in order:
+        hit = _nearest(lv, names)
+        if hit is not None and hit.children is None and hit.value is not None:
+            return hit
+    return None
+
+
+def _fact(own: Levels, where: _Where, names: tuple[str, ...], around_first: bool = False) -> Any:
+    hit = _fact_field(own, where, names, around_first)
+    return None if hit is None else hit.value
+
+
 def _single_value(root: Field) -> Field | None:
     v = _nearest(_levels(root), VALUE_NAMES)
     return v if v is not None and v.hint == BYTES else None
@@ -162,17 +221,33 @@ def _record(index: int, f: Field, where: _Where, max_bytes: int) -> Record:
     topic = _scalar(lv, RECORD_TOPIC)
     part = _scalar(lv, RECORD_PARTITION)
     value = _nearest(lv, VALUE_NAMES)
-    raw = value.value if value is not None else None
-    return Record(
-        index=index,
-        topic=_text(where.topic if topic is None else topic, max_bytes),
-        partition=as_int(where.partition if part is None else part),
-        offset=as_bigint(_scalar(lv, OFFSET_NAMES)),
-        timestamp_ms=_timestamp(lv),
-        key=_text(_scalar(lv, KEY_NAMES), max_bytes),
-        value_size=len(raw) if isinstance(raw, (bytes, bytearray, memoryview, str)) else None,
-        headers=_headers(_nearest(lv, HEADER_NAMES), max_bytes),
-    )
+    raw = _binary(value.value if value is not None else None)
+    key = _binary(_scalar(lv, KEY_NAMES))
+    ms = _timestamp(lv)
+    producer = _fact(lv, where, PRODUCER_ID)
+    base = _sequence(_fact(lv, where, BASE_SEQUENCE))
+    return {
+        "index": index,
+        "topic": _text(where.topic if topic is None else topic, max_bytes),
+        "partition": as_int(where.partition if part is None else part),
+        "offset": as_bigint(_scalar(lv, OFFSET_NAMES)),
+        "timestamp_ms": ms,
+        "timestamp": None if ms is None or ms > MAX_TIMESTAMP_MS else ms * 1000,
+        "key": key,
+        "key_text": _utf8(key),
+        "value": raw,
+        "value_text": _utf8(raw),
+        "value_size": None if raw is None else len(raw),
+        "headers": list(_headers(_nearest(lv, HEADER_NAMES), max_bytes).items()),
+        "producer_id": as_bigint(where.producer if producer is None else producer),
+        "producer_epoch": as_int(_fact(lv, where, PRODUCER_EPOCH)),
+        "base_sequence": base,
+        "sequence": _record_sequence(lv, base),
+        "compression": _codec(lv, where),
+        "ledger_id": as_bigint(_fact(lv, where, LEDGER_ID)),
+        "entry_id": as_bigint(_fact(lv, where, ENTRY_ID)),
+        "batch_index": as_int(_scalar(lv[:1], BATCH_INDEX)) if where.in_array else None,
+    }
 
 
 def _timestamp(lv: Levels) -> int | None:
@@ -184,6 +259,49 @@ def _timestamp(lv: Levels) -> int | None:
     return None
 
 
+def _sequence(v: Any) -> int | None:
+    """A sequence number, or None (Kafka's -1: no idempotent producer)."""
+    n = as_int(v)
+    return n if n is not None and n >= 0 else None
+
+
+def _record_sequence(lv: Levels, base: int | None) -> int | None:
+    own = as_bigint(_scalar(lv, SEQUENCE))
+    if own is not None and own >= 0:
+        return own
+    delta = as_int(_scalar(lv, OFFSET_DELTA))
+    return None if base is None or delta is None or delta < 0 else base + delta
+
+
+def _codec(lv: Levels, where: _Where) -> str | None:
+    """The compression codec's name: Pulsar's compression enum, or a Kafka batch's (or legacy
+    message's) attributes' low three bits, the structs around the record first."""
+    named = _fact_field(lv, where, CODEC_NAME, around_first=True)
+    if named is not None and isinstance(named.display, str):
+        return named.display.lower()
+    bits = as_int(_fact(lv, where, CODEC_BITS, around_first=True))
+    return None if bits is None else KAFKA_CODECS.get(bits & 0x07, f"codec{bits & 0x07}")
+
+
+def _binary(v: Any) -> bytes | None:
+    """The exact bytes of a value (text as UTF-8), or None."""
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v)
+    if isinstance(v, str):
+        return v.encode("utf-8", "surrogatepass")
+    return None
+
+
+def _utf8(b: bytes | None) -> str | None:
+    """b as text when it is valid UTF-8."""
+    if b is None:
+        return None
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def _text(v: Any, max_bytes: int) -> str | None:
     if v is None:
         return None
@@ -192,19 +310,19 @@ def _text(v: Any, max_bytes: int) -> str | None:
     return v if isinstance(v, str) else str(v)
 
 
-def _headers(f: Field | None, max_bytes: int) -> dict[str, str | None]:
+def _headers(f: Field | None, max_bytes: int) -> dict[str, bytes | None]:
     """Kafka headers / Pulsar properties (arrays of key+value structs) or RocketMQ
-    properties (a struct of named values) as a map."""
-    out: dict[str, str | None] = {}
+    properties (a struct of named values) as a map of exact bytes."""
+    out: dict[str, bytes | None] = {}
     if f is None:
         return out
     if f.hint == ARRAY:
         for e in f.children or ():
             k = _text(e.get("key"), max_bytes)
             if k is not None:
-                out[k] = _text(e.get("value"), max_bytes)
+                out[k] = _binary(e.get("value"))
     elif f.hint == STRUCT:
         for c in f.children or ():
             if c.children is None:
-                out[c.name] = _text(c.value, max_bytes)
+                out[c.name] = _binary(c.value if isinstance(c.value, (bytes, str)) else _text(c.value, 0))
     return out

@@ -24,7 +24,7 @@ WITH m AS (
          avg(IF(error IS NOT NULL, 1.0, 0.0)) AS error_rate,
          percentile_approx(rtt_ms, 0.5) AS p50,
          percentile_approx(rtt_ms, 0.99) AS p99
-  FROM transactions GROUP BY protocol, op
+  FROM transactions WHERE status = 'answered' GROUP BY protocol, op
 )
 SELECT m.protocol, m.op, m.messages, m.requests, coalesce(t.transactions, 0) AS transactions,
        round(100 * t.error_rate, 2) AS error_pct, round(t.p50, 3) AS p50_ms,
@@ -51,8 +51,8 @@ SELECT protocol, regexp_extract(client, '^(.*):[0-9]+$', 1) AS client_host,
        count(*) AS requests, count(DISTINCT client) AS connections,
        round(100 * avg(IF(error IS NOT NULL, 1.0, 0.0)), 2) AS error_pct,
        round(percentile_approx(rtt_ms, 0.99), 3) AS p99_ms,
-       sum(request_length + response_length) AS bytes
-FROM transactions
+       sum(request_length + coalesce(response_length, 0)) AS bytes
+FROM transactions WHERE status <> 'no-request'
 GROUP BY 1, 2
 ORDER BY requests DESC
 LIMIT 20

@@ -107,43 +107,62 @@ def _facts(info: dict[str, Any]) -> Row:
     }
 
 
-def transaction_row(resp: Message) -> Row | None:
-    """The `transactions` row of a response matched to its request, else None."""
-    req = resp.peer
-    if req is None or resp.match is None:
-        return None
-    rinfo, qinfo = resp.info, req.info
+def transaction_row(m: Message) -> Row | None:
+    """The `transactions` row m stands for: a response (`answered` when its request was
+    captured, else `no-request`), or a request nothing answered (`unanswered`); None for a
+    request whose response has the row, and for events."""
+    if m.kind == "response":
+        return _transaction(m.peer, m)
+    if m.kind == "request" and m.match is None:
+        return _transaction(m, None)
+    return None
+
+
+def _transaction(req: Message | None, resp: Message | None) -> Row:
+    first = req if req is not None else resp
+    assert first is not None
+    rinfo = resp.info if resp is not None else {}
+    qinfo = req.info if req is not None else {}
 
     def fact(name: str) -> Any:  # the request's view of the operation, else the response's
         v = qinfo.get(name)
         return rinfo.get(name) if v is None else v
 
-    rtt = resp.match.rtt
+    match = resp.match if resp is not None and req is not None else None
+    rtt = match.rtt if match is not None else None
     return {
-        "capture": req.capture,
-        "stream": req.stream,
-        "protocol": req.protocol,
+        "capture": first.capture,
+        "stream": first.stream,
+        "protocol": first.protocol,
+        "status": STATUS[(req is not None, resp is not None)],
         "op": as_text(fact("op")),
         "op_code": as_int(fact("op_code")),
         "version": as_int(fact("version")),
         "corr": as_text(fact("corr")),
         "topic": as_text(fact("topic")),
-        "client": req.src,
-        "server": req.dst,
-        "request_frame": req.frame,
-        "response_frame": resp.frame,
-        "request_ts": round(req.ts, 9),
-        "response_ts": round(resp.ts, 9),
-        "time": micros(req.ts),
+        "client": req.src if req is not None else first.dst,
+        "server": req.dst if req is not None else first.src,
+        "expects_response": req.expects_response if req is not None else None,
+        **_side("request", req),
+        **_side("response", resp),
+        "time": micros(first.ts),
         "rtt_ms": None if rtt is None else round(rtt * 1000.0, 3),
         "error_code": as_int(rinfo.get("error_code")),
         "error": as_text(rinfo.get("error")),
-        "request_summary": req.summary,
-        "response_summary": resp.summary,
-        "request_length": len(req.data),
-        "response_length": len(resp.data),
-        "date": utc_date(req.ts),
+        "date": utc_date(first.ts),
     }
+
+
+STATUS = {(True, True): "answered", (True, False): "unanswered", (False, True): "no-request"}
+
+
+def _side(name: str, m: Message | None) -> Row:
+    """The request_* or response_* columns of a transaction (None when that side is missing)."""
+    if m is None:
+        return {f"{name}_frame": None, f"{name}_ts": None, f"{name}_time": None,
+                f"{name}_summary": None, f"{name}_length": None}
+    return {f"{name}_frame": m.frame, f"{name}_ts": round(m.ts, 9), f"{name}_time": micros(m.ts),
+            f"{name}_summary": m.summary, f"{name}_length": len(m.data)}
 
 
 def record_rows(m: Message, max_bytes: int = 256) -> list[Row]:
@@ -157,16 +176,20 @@ def record_rows(m: Message, max_bytes: int = 256) -> list[Row]:
         "time": micros(ts), "protocol": m.protocol, "kind": m.kind, "op": as_text(m.info.get("op")),
         "src": m.src, "dst": m.dst, "date": utc_date(ts),
     }
-    return [{**common, "index": r.index, "topic": r.topic, "partition": r.partition, "offset": r.offset,
-             "timestamp_ms": r.timestamp_ms, "key": r.key, "value_size": r.value_size,
-             "headers": list(r.headers.items())} for r in recs]
+    return [{**common, **r} for r in recs]
+
+
+def payload_bytes(row: Row) -> int:
+    """The key and value bytes a row holds (in its records, for a combined row)."""
+    recs = row.get("_records", (row,))
+    return sum(len(r.get("value") or b"") + len(r.get("key") or b"") for r in recs)
 
 
 def combined_row(m: Message, max_bytes: int = 256) -> Row:
     """One pass for all three tables: the message row with its records and transaction."""
     row = message_row(m, max_bytes)
     row["_records"] = record_rows(m, max_bytes)
-    row["_transaction"] = transaction_row(m) if m.peer is not None else None
+    row["_transaction"] = transaction_row(m)
     return row
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from kdissect import protocols
 from kdissect.dissect.base import Projection
+from kdissect.spark import records
 from kdissect.spark.sqltypes import Columns, SqlType, array, ddl, map_of, struct
 
 
@@ -35,7 +36,7 @@ def projection_type(p: Projection) -> SqlType:
 
 def message_columns() -> Columns:
     return (*MESSAGE_BASE, *((name, projection_type(p)) for name, p in protocol_columns().items()),
-            ("date", "string"))
+            ("date", "date"))
 
 
 MESSAGE_BASE: Columns = (
@@ -67,10 +68,13 @@ MESSAGE_BASE: Columns = (
     ("tls", TLS),  # null unless decrypted from TLS
 )
 
+TRANSACTION_STATUS = ("answered", "unanswered", "no-request")
+
 TRANSACTION_COLUMNS: Columns = (
     ("capture", "string"),
     ("stream", "int"),
     ("protocol", "string"),
+    ("status", "string"),  # one of TRANSACTION_STATUS
     ("op", "string"),
     ("op_code", "int"),
     ("version", "int"),
@@ -78,10 +82,13 @@ TRANSACTION_COLUMNS: Columns = (
     ("topic", "string"),
     ("client", "string"),
     ("server", "string"),
+    ("expects_response", "boolean"),
     ("request_frame", "bigint"),
     ("response_frame", "bigint"),
     ("request_ts", "double"),
     ("response_ts", "double"),
+    ("request_time", "timestamp"),
+    ("response_time", "timestamp"),
     ("time", "timestamp"),
     ("rtt_ms", "double"),
     ("error_code", "int"),
@@ -90,10 +97,10 @@ TRANSACTION_COLUMNS: Columns = (
     ("response_summary", "string"),
     ("request_length", "int"),
     ("response_length", "int"),
-    ("date", "string"),
+    ("date", "date"),
 )
 
-RECORD_COLUMNS: Columns = (
+RECORD_MESSAGE_COLUMNS: Columns = (  # each record's message
     ("capture", "string"),
     ("frame", "bigint"),
     ("stream", "int"),
@@ -105,16 +112,9 @@ RECORD_COLUMNS: Columns = (
     ("op", "string"),
     ("src", "string"),
     ("dst", "string"),
-    ("index", "int"),
-    ("topic", "string"),
-    ("partition", "int"),
-    ("offset", "bigint"),
-    ("timestamp_ms", "bigint"),
-    ("key", "string"),
-    ("value_size", "int"),
-    ("headers", map_of("string")),
-    ("date", "string"),
 )
+
+RECORD_COLUMNS: Columns = (*RECORD_MESSAGE_COLUMNS, *records.COLUMNS, ("date", "date"))
 
 LAYERS = ("messages", "transactions", "records")
 PARTITION_COLUMNS = ("protocol", "date")

@@ -162,6 +162,11 @@ def start(master: str, conf: dict[str, str] | None = None, log_path: str | None 
     if active is not None:
         return active
     check_java()
+    # The executors' Python: --conf spark.pyspark.python (Spark's precedence), else PYSPARK_PYTHON,
+    # else the driver's own (pyspark itself reads only the variable).
+    python = (conf or {}).get("spark.pyspark.python")
+    if python:
+        os.environ["PYSPARK_PYTHON"] = python
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", submit_args(driver_memory, fast_start))

@@ -2,8 +2,8 @@
 Spark DDL string (for the driver and the data source's schema) and as an Arrow schema (for the
 executors, which build Arrow record batches without asking the JVM).
 
-A type is a Spark primitive name ("string", "int", "bigint", "double", "boolean",
-"timestamp"), ("array", T), ("map", "string", T) or ("struct", ((name, T), ...)).
+A type is a Spark primitive name ("string", "int", "bigint", "double", "boolean", "binary",
+"timestamp", "date"), ("array", T), ("map", "string", T) or ("struct", ((name, T), ...)).
 Pure Python: pyarrow is imported only by `arrow_schema`.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 SqlType = str | tuple[Any, ...]
 Columns = tuple[tuple[str, SqlType], ...]
 
-PRIMITIVES = ("string", "int", "bigint", "double", "boolean", "timestamp")
+PRIMITIVES = ("string", "int", "bigint", "double", "boolean", "binary", "timestamp", "date")
 
 
 def array(t: SqlType) -> SqlType:
@@ -51,7 +51,8 @@ def arrow_type(t: SqlType) -> Any:
 
     prim = {
         "string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "double": pa.float64(),
-        "boolean": pa.bool_(), "timestamp": pa.timestamp("us", tz="UTC"),
+        "boolean": pa.bool_(), "binary": pa.binary(), "timestamp": pa.timestamp("us", tz="UTC"),
+        "date": pa.date32(),
     }
     if isinstance(t, str):
         return prim[t]

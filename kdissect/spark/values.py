@@ -3,8 +3,8 @@ maps, dates, and the path lookups of the protocol structs."""
 
 from __future__ import annotations
 
+import datetime
 import json
-import time
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
@@ -95,13 +95,16 @@ as_bigint = COERCE["bigint"]
 as_text = _string
 
 
+EPOCH = datetime.date(1970, 1, 1)
+
+
 @lru_cache(maxsize=4096)
-def _day(days: int) -> str:
-    return time.strftime("%Y-%m-%d", time.gmtime(days * 86400))
+def _day(days: int) -> datetime.date:
+    return EPOCH + datetime.timedelta(days=days)
 
 
-def utc_date(ts: float) -> str:
-    """The UTC date of a capture timestamp, "YYYY-MM-DD" (the `date` partition value)."""
+def utc_date(ts: float) -> datetime.date:
+    """The UTC date of a capture timestamp (the `date` partition value)."""
     return _day(int(ts // 86400))
 
 

@@ -21,12 +21,13 @@ from typing import Any
 from kdissect.dissect.base import Options
 from kdissect.model import Message
 from kdissect.protocols import DissectorRegistry
-from kdissect.spark.rows import LAYER_ROWS, Row, combined_row
+from kdissect.spark.rows import LAYER_ROWS, Row, combined_row, payload_bytes
 from kdissect.spark.schema import combined_columns, layer_columns
 from kdissect.spark.sqltypes import Columns, arrow_schema
 from kdissect.spark.units import Piece, Unit, share_filter
 
 BATCH_ROWS = 2048
+BATCH_BYTES = 64 * 1024 * 1024  # record keys and values a batch holds at most (past one row)
 # A decoded message is hundreds of small objects, few of them in reference cycles: collecting
 # the youngest generation every 700 allocations (Python's default) costs a third of the time.
 GC_THRESHOLD = (200_000, 50, 1000)
@@ -122,7 +123,8 @@ def _fewer_collections() -> Iterator[None]:
 
 
 def batches(rows: Iterable[Row], cols: Columns) -> Iterator[Any]:
-    """Rows as Arrow record batches of the table's schema."""
+    """Rows as Arrow record batches of the table's schema, of at most BATCH_ROWS rows and
+    BATCH_BYTES of record keys and values (a record's exact bytes may be megabytes)."""
     with _fewer_collections():
         yield from _batches(rows, cols)
 
@@ -132,11 +134,13 @@ def _batches(rows: Iterable[Row], cols: Columns) -> Iterator[Any]:
 
     schema = arrow_schema(cols)
     chunk: list[Row] = []
+    held = 0
     for row in rows:
         chunk.append(row)
-        if len(chunk) >= BATCH_ROWS:
+        held += payload_bytes(row)
+        if len(chunk) >= BATCH_ROWS or held >= BATCH_BYTES:
             yield pa.RecordBatch.from_pylist(chunk, schema=schema)
-            chunk = []
+            chunk, held = [], 0
     if chunk:
         yield pa.RecordBatch.from_pylist(chunk, schema=schema)
 
@@ -147,10 +151,14 @@ def layer_rows(msgs: Iterable[Message], layer: str, max_bytes: int) -> Iterator[
         yield from make(m, max_bytes)
 
 
-def read_unit(unit: Unit, cfg: Config, layer: str) -> Iterator[Any]:
-    """The data source's read: one layer's batches for a unit."""
+RowTest = Callable[[Row], bool]
+
+
+def read_unit(unit: Unit, cfg: Config, layer: str, keep: RowTest | None = None) -> Iterator[Any]:
+    """The data source's read: one layer's batches for a unit (keep: the rows to keep)."""
     msgs = (m for piece in unit for m in messages(piece, cfg))
-    yield from batches(layer_rows(msgs, layer, cfg.max_bytes), layer_columns(layer))
+    out = layer_rows(msgs, layer, cfg.max_bytes)
+    yield from batches(out if keep is None else filter(keep, out), layer_columns(layer))
 
 
 def combined(pieces: Iterable[tuple[Piece, bytes | None]], cfg: Config) -> Iterator[Any]:
