@@ -82,7 +82,7 @@ def _table() -> tuple[dict[tuple[int, bool], tuple[Path, ...]], dict[tuple[int, 
 ID_PATHS, ID_SINCE = _table()
 
 
-def _structs(fields: list[Field], path: Path) -> list[list[Field]]:
+def structs_at(fields: list[Field], path: Path) -> list[list[Field]]:
     """The field lists of the structs at `path` (each element of an array on the way)."""
     level = [fields]
     for name in path:
@@ -129,7 +129,7 @@ def note(api_key: int, is_request: bool, fields: list[Field], ctx: Ctx) -> None:
     if ids is None:
         return
     for path in paths:
-        for kids in _structs(fields, path):
+        for kids in structs_at(fields, path):
             tid = id_of(kids)
             if tid is None:
                 continue

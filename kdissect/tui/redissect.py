@@ -37,8 +37,8 @@ from typing import Any
 
 from kdissect.diagnostics import TRANSPORT
 from kdissect.dissect.base import CaptureState, Options, run_dissector
-from kdissect.kafka.topicids import ID_PATHS, ID_SINCE, MAX_IDS, TopicIds, id_of, name_of
-from kdissect.model import ARRAY, Diagnostic, Field, Match, Message, Pdu
+from kdissect.kafka.topicids import ID_PATHS, ID_SINCE, MAX_IDS, TopicIds, id_of, name_of, structs_at
+from kdissect.model import Diagnostic, Match, Message, Pdu
 from kdissect.pipeline import drop_body, link
 from kdissect.pipeline.detect import DissectorRegistry
 from kdissect.pipeline.output import HELD_BYTES, HOLD_MESSAGES
@@ -140,7 +140,7 @@ class TopicHistory:
         if paths is None or (isinstance(version, int) and 0 <= version < ID_SINCE[key]):
             return False
         for path in paths:
-            for kids in _structs(m.fields, path):
+            for kids in structs_at(m.fields, path):
                 tid, name = id_of(kids), name_of(kids)
                 if tid is not None and name is not None:
                     self._learn(i, tid, name)
@@ -171,23 +171,6 @@ class TopicHistory:
                 if name is not None:
                     ids.learn(tid, name)
         return state
-
-
-def _structs(fields: list[Field], path: tuple[str, ...]) -> list[list[Field]]:
-    """The field lists of the structs at `path` (through each element of an array)."""
-    level = [fields]
-    for name in path:
-        nxt: list[list[Field]] = []
-        for kids in level:
-            for f in kids:
-                if f.name != name or not f.children:
-                    continue
-                if f.hint == ARRAY:
-                    nxt += [e.children for e in f.children if e.children is not None]
-                else:
-                    nxt.append(f.children)
-        level = nxt
-    return level
 
 
 def pdu_diagnostics(m: Message) -> list[Diagnostic]:

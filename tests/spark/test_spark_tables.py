@@ -21,7 +21,8 @@ from support import CAPTURES, capture_args, shared_path, sidecar_decode_as
 
 pytest.importorskip("pyspark")
 
-from kdissect.errors import UsageError  # noqa: E402
+from test_spark_job import _java_ok  # noqa: E402
+
 from kdissect.kafka.compression import CODECS  # noqa: E402
 from kdissect.spark import job, session  # noqa: E402
 from kdissect.spark.worker import Config  # noqa: E402
@@ -31,14 +32,6 @@ TRANSACTIONS = CAPTURES / "kafka" / "mock_ck_transactions.pcap"
 HEALTHY = CAPTURES / "kafka" / "expert_healthy.pcap"  # requests the capture ends before answering
 PULSAR = sorted((CAPTURES / "pulsar").glob("*.pcap"))
 INPUTS = [TRANSACTIONS, HEALTHY, *PULSAR]
-
-
-def _java_ok() -> bool:
-    try:
-        session.check_java()
-    except UsageError:
-        return False
-    return True
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not _java_ok(), reason="no Java 17+ for Spark")]
