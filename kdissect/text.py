@@ -32,3 +32,13 @@ def short_source(source: str) -> str:
     """Where generated tables came from, `owner/repo@<40 hex>`, with the commit cut to 12 digits."""
     repo, sep, commit = source.partition("@")
     return f"{repo}@{commit[:12]}" if sep else source
+
+
+def size_text(n: int) -> str:
+    """A byte count as text output writes it: "512 B", "3.2 KiB", "1.5 MiB", "2.0 GiB"."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if size < 1024:
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"

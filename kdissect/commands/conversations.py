@@ -31,10 +31,7 @@ from kdissect.pipeline import Counters, Decoding
 from kdissect.pipeline.detect import first_bytes
 from kdissect.render.fitted import ADDRESS, Col, fitted_table
 from kdissect.stream.flow import Conversation
-
-
-def _size(n: int) -> str:
-    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB" if n < 1024 * 1024 else f"{n / 1048576:.1f} MiB"
+from kdissect.text import size_text
 
 
 @click.command("conversations")
@@ -94,7 +91,7 @@ def _print_table(rows: list[dict[str, Any]], no_color: bool) -> None:
     for r in rows:
         dur = r["duration_s"]
         cells.append([str(r["stream"]), r["protocol"] or "(not decoded)", r["client"], r["server"],
-                      str(r["packets"]), _size(r["bytes_to_server"]), _size(r["bytes_to_client"]),
+                      str(r["packets"]), size_text(r["bytes_to_server"]), size_text(r["bytes_to_client"]),
                       str(r["matched_messages"]), str(r["requests"]), str(r["responses"]), str(r["errors"]),
                       str(r["expected"]), "" if dur is None else f"{dur:.3f}",
                       *((_tls_text(r["tls"]),) if with_tls else ())])
@@ -148,7 +145,7 @@ def follow(captures: tuple[str, ...], stream: int, verbose: bool, hexdump: bool,
     if n == 0:
         click.echo(f"kdissect: {watch.nothing_shown(current_filter() is not None)}", err=True)
     else:
-        console.print(f"{n} messages: {_size(sent[0])} to the server, {_size(sent[1])} to the client",
+        console.print(f"{n} messages: {size_text(sent[0])} to the server, {size_text(sent[1])} to the client",
                       style="dim", highlight=False, markup=False)
     finish_packets(captures, selection, write_path, _whole(stream))
 

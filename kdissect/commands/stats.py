@@ -23,6 +23,7 @@ from kdissect.cliutil import (
     preference_option,
 )
 from kdissect.render.fitted import ADDRESS, Col, fitted_table
+from kdissect.text import size_text
 
 BAR_WIDTH = 40  # the longest histogram bar, narrower when the console is
 HISTOGRAM_LABELS = 36  # the width of a histogram line without its bar
@@ -88,14 +89,6 @@ def _errors(errors: dict[str, int], limit: int = 3) -> str:
     return text + (f", +{len(items) - limit}" if len(items) > limit else "")
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
-
-
 class StatsView:
     def __init__(self, console: Console, top: int) -> None:
         self.c = console
@@ -103,7 +96,7 @@ class StatsView:
 
     def show(self, d: dict[str, Any], capture: str, sketches: dict[str, QuantileSketch]) -> None:
         protos = ", ".join(f"{p} {n}" for p, n in d["protocols"].items()) or "none"
-        self.c.print(f"{capture}: {d['messages']} messages, {_size(d['bytes'])}, {d['duration_s']:.3f} s "
+        self.c.print(f"{capture}: {d['messages']} messages, {size_text(d['bytes'])}, {d['duration_s']:.3f} s "
                      f"({protos})", highlight=False, markup=False)
         self.ops(d["operations"])
         for proto, sketch in sorted(sketches.items()):
@@ -153,20 +146,20 @@ class StatsView:
 
     def topics(self, rows: list[dict[str, Any]]) -> None:
         out = [[r["topic"], "" if r["partition"] is None else str(r["partition"]),
-                str(r["produced"]["records"]), _size(r["produced"]["bytes"]),
-                str(r["fetched"]["records"]), _size(r["fetched"]["bytes"])]
+                str(r["produced"]["records"]), size_text(r["produced"]["bytes"]),
+                str(r["fetched"]["records"]), size_text(r["fetched"]["bytes"])]
                for r in top_rows(rows, self.top, lambda r: r["produced"]["bytes"] + r["fetched"]["bytes"])]
         self.table("Records per topic and partition", TOPIC_COLUMNS, out, len(rows))
 
     def topic_messages(self, rows: list[dict[str, Any]]) -> None:
         out = [[r["protocol"], r["topic"], str(r["requests"]), str(r["responses"]), str(r["events"]),
-                str(r["errors"]), _size(r["bytes"])] for r in top_rows(rows, self.top, lambda r: r["bytes"])]
+                str(r["errors"]), size_text(r["bytes"])] for r in top_rows(rows, self.top, lambda r: r["bytes"])]
         self.table("Messages per topic", TOPIC_MESSAGE_COLUMNS, out, len(rows))
 
     def clients(self, rows: list[dict[str, Any]]) -> None:
-        out = [[r["protocol"], r["client_id"] or '""', str(r["requests"]), _size(r["bytes_sent"]),
-                _size(r["bytes_received"]), str(r["errors"]), str(r["produced"]["records"]),
-                _size(r["produced"]["bytes"])] for r in top_rows(rows, self.top, lambda r: r["requests"])]
+        out = [[r["protocol"], r["client_id"] or '""', str(r["requests"]), size_text(r["bytes_sent"]),
+                size_text(r["bytes_received"]), str(r["errors"]), str(r["produced"]["records"]),
+                size_text(r["produced"]["bytes"])] for r in top_rows(rows, self.top, lambda r: r["requests"])]
         self.table("Clients", CLIENT_COLUMNS, out, len(rows))
 
     def paths(self, rows: list[dict[str, Any]]) -> None:
@@ -177,7 +170,7 @@ class StatsView:
 
     def conversations(self, rows: list[dict[str, Any]]) -> None:
         out = [[str(r["stream"]), r["protocol"], r["client"], r["server"], str(r["messages"]),
-                _size(r["bytes"]), str(r["errors"]), str(r["expected"]), str(r["long_polls"]),
+                size_text(r["bytes"]), str(r["errors"]), str(r["expected"]), str(r["long_polls"]),
                 _ms(r["mean_response_time_ms"]), _ms(r["max_response_time_ms"])]
                for r in top_rows(rows, self.top, lambda r: r["messages"])]
         self.table("Conversations", CONVERSATION_COLUMNS, out, len(rows))

@@ -12,7 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Input, Static
 
 from kdissect.errors import KdissectError
-from kdissect.text import plural
+from kdissect.text import plural, size_text
 from kdissect.tui.keys import GLOBAL, keys_of
 from kdissect.tui.screens.follow import FollowScreen
 from kdissect.tui.screens.help import HelpScreen
@@ -76,14 +76,6 @@ class ViewRows:
 
     def nearest(self, index: int) -> int | None:
         return self.view.nearest(index)
-
-
-def size_text(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
 
 
 def progress_text(p: Progress) -> str:

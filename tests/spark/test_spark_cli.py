@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from support import CAPTURES
+from test_spark_job import _java_ok
 
 from kdissect.errors import UsageError
 from kdissect.spark import inputs, job, session
@@ -27,14 +28,6 @@ from kdissect.spark.units import Piece
 from kdissect.spark.worker import Config
 
 PULSAR = sorted((CAPTURES / "pulsar").glob("*.pcap"))
-
-
-def _java_ok() -> bool:
-    try:
-        session.check_java()
-    except UsageError:
-        return False
-    return True
 
 
 def needs_spark(test: Any) -> Any:
