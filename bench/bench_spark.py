@@ -5,7 +5,7 @@
 A capture set of at least --size-mb is generated under --dir (not part of the project): the
 IPv4 conversations of real captures (../shared/captures, else captures/) replayed many times,
 each copy with its own addresses (10.x.y.z) and shifted timestamps, into many pcap files plus
-one big file (which Spark shares between tasks by flow hash). Then:
+one big file (which Spark reads by byte ranges). Then:
 - single: one process decodes every file and writes JSON Lines (what `kdissect export -F jsonl`
   does per file, without a process start per file);
 - spark: Spark start-up, then the job writing the three parquet tables.
@@ -132,7 +132,7 @@ def single(files: list[Path], out: Path) -> tuple[float, int]:
     return time.perf_counter() - t, n
 
 
-def spark(files: list[Path], out: Path, master: str) -> tuple[float, float, dict[str, int]]:
+def spark(files: list[Path], out: Path, master: str, split: int | None = None) -> tuple[float, float, dict[str, int]]:
     from kdissect.spark import job, session
     from kdissect.spark.worker import Config
 
@@ -140,10 +140,13 @@ def spark(files: list[Path], out: Path, master: str) -> tuple[float, float, dict
     s = session.start(master, log_path=str(out) + ".log")
     started = time.perf_counter() - t
     try:
-        p = job.make_plan(s, [str(f) for f in files])
-        shared = sum(1 for u in p.units for piece in u if piece.shares > 1)
-        print(f"spark plan: {len(p.units)} tasks ({shared} of them flow-hash shares of big files)", flush=True)
+        p = job.make_plan(s, [str(f) for f in files], split)
+        ranges = sum(len(c.ranges) for c in p.ranged)
+        print(f"spark plan: {p.tasks} tasks ({ranges} of them byte ranges of big files)", flush=True)
         r = job.run(s, p, str(out), Config(), overwrite=True)
+        if p.ranged:
+            size = sum(c.size for c in p.ranged)
+            print(f"ranges read {p.ranges_read:,} bytes of {size:,} ({p.ranges_read / size:.3f}x)", flush=True)
     finally:
         s.stop()
     return time.perf_counter() - t, started, r.counts
@@ -155,6 +158,8 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=Path("/tmp/kdissect-bench"))
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--keep", action="store_true", help="keep the generated captures")
+    ap.add_argument("--split-kb", type=int, help="capture bytes per task (default: Spark's plan)")
+    ap.add_argument("--spark-only", action="store_true", help="skip the single-process run")
     args = ap.parse_args()
     caps = args.dir / "captures"
     files = sorted(caps.glob("*.pcap")) if caps.exists() else []
@@ -162,11 +167,15 @@ def main() -> None:
         shutil.rmtree(caps, ignore_errors=True)
         files = generate(caps, args.size_mb)
     size = sum(f.stat().st_size for f in files)
-    t_single, n_single = single(files, args.dir / "single.jsonl")
-    print(f"single process: {t_single:.1f} s, {n_single} messages, {size / 1e6 / t_single:.1f} MB/s", flush=True)
-    t_spark, started, counts = spark(files, args.dir / "tables", args.master)
+    t_single, n_single = (0.0, 0) if args.spark_only else single(files, args.dir / "single.jsonl")
+    if not args.spark_only:
+        print(f"single process: {t_single:.1f} s, {n_single} messages, {size / 1e6 / t_single:.1f} MB/s", flush=True)
+    split = args.split_kb * 1024 if args.split_kb else None
+    t_spark, started, counts = spark(files, args.dir / "tables", args.master, split)
     work = t_spark - started
     print(f"spark {args.master}: {t_spark:.1f} s total, start-up {started:.1f} s, job {work:.1f} s; {counts}")
+    if args.spark_only:
+        return
     print(f"speed-up: {t_single / t_spark:.2f}x including Spark start-up, {t_single / work:.2f}x without")
     if counts["messages"] != n_single:
         print(f"MISMATCH: {n_single} messages single-process, {counts['messages']} in Spark")

@@ -272,9 +272,9 @@ class CaptureFile:
             if btype == 0x0A0D0D0A:  # a new section: interface ids start again
                 ifaces = []
             elif btype == 1:  # Interface Description Block
-                ifaces.append(_idb(body, order))
+                ifaces.append(parse_idb(body, order))
             elif btype in (6, 3, 2):
-                frame = _packet_block(btype, body, order, ifaces, number + 1)
+                frame = parse_packet_block(btype, body, order, ifaces, number + 1)
                 if frame is None:
                     skipped += 1
                     continue
@@ -317,7 +317,7 @@ class CaptureFile:
             self._cut("a block header")
 
 
-def _idb(body: bytes, order: str) -> Interface | None:
+def parse_idb(body: bytes, order: str) -> Interface | None:
     """(link type, seconds per tick, offset in seconds, ticks per second or 0) of an Interface
     Description Block; None when the block is too short for its fixed part. An option cut by the
     block's end is ignored."""
@@ -343,8 +343,10 @@ def _idb(body: bytes, order: str) -> Interface | None:
     return linktype, tick, offset, per_second
 
 
-def _packet_block(btype: int, body: bytes, order: str, ifaces: list[Interface | None],
-                  number: int) -> RawFrame | None:
+def parse_packet_block(btype: int, body: bytes, order: str, ifaces: Sequence[Interface | None],
+                       number: int) -> RawFrame | None:
+    """The frame of a packet block (type 6, 3 or 2); None when the block is too short or its
+    interface is not described."""
     if btype == 6:  # Enhanced Packet Block
         if len(body) < 20:
             return None

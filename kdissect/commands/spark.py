@@ -105,7 +105,7 @@ def _run(inputs: list[str], out: str, master: str, fmt: str, report: bool, overw
     started = time.monotonic() - t0
     try:
         p = job.make_plan(spark, inputs, split)
-        line.show(f"{len(p.files)} captures, {p.bytes / 1e6:.1f} MB, {len(p.units)} tasks")
+        line.show(f"{len(p.files)} captures, {p.bytes / 1e6:.1f} MB, {p.tasks} tasks")
         with Progress.of(spark, p.bytes, line.show) as progress:
             result = _guarded(lambda: job.run(spark, p, out, cfg, fmt, overwrite, progress=progress), log)
         line.clear()

@@ -6,8 +6,9 @@ state (pending requests, negotiated versions) lives in the object its `new_state
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from kdissect.diagnostics import Catalogue
 from kdissect.dissect.keyinfo import KeyInfo
@@ -86,23 +87,51 @@ MALFORMED_MARK = "(malformed)"
 T = TypeVar("T")
 
 
+Lessons = dict[Hashable, tuple[int, Any]]  # what was learned -> (the frame it was learned at, its value)
+
+
+@runtime_checkable
+class Teaches(Protocol):
+    """A CaptureState object whose learning can be carried between processes that each decode
+    some of a capture's conversations (Spark's byte-range splits): what it learned, with the
+    frame at which it learned each thing, and what the other conversations learned, each thing
+    usable only by messages completed after its frame."""
+
+    def lessons(self) -> Lessons: ...
+
+    def seed(self, lessons: Lessons) -> None: ...
+
+
 class CaptureState:
     """What dissectors learn over a whole capture and share between its conversations (Kafka's
     topic ids and names: a client learns them on one broker connection and uses them on
     another). One object per class, made on first use by calling the class without arguments;
     each keeps its own bound on what it holds. The pipeline gives one to every conversation of
-    a capture (`ConversationState.capture`)."""
+    a capture (`ConversationState.capture`) and sets `frame`, the number of the frame being
+    decoded (the one that completed the messages dissected now)."""
 
-    __slots__ = ("_objects",)
+    __slots__ = ("_objects", "frame")
 
     def __init__(self) -> None:
         self._objects: dict[type, object] = {}
+        self.frame = 0
 
     def get(self, cls: type[T]) -> T:
         obj = self._objects.get(cls)
         if not isinstance(obj, cls):
             obj = self._objects[cls] = cls()
         return obj
+
+    def lessons(self) -> dict[type, Lessons]:
+        """What each object that Teaches learned."""
+        return {cls: obj.lessons() for cls, obj in self._objects.items() if isinstance(obj, Teaches)}
+
+    def seed(self, taught: dict[type, Lessons]) -> None:
+        """What the capture's other conversations learned (see Teaches)."""
+        for cls, lessons in taught.items():
+            obj: object = self.get(cls)
+            if isinstance(obj, Teaches):
+                obj.seed(lessons)
 
 
 class ConversationState:

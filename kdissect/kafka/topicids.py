@@ -13,6 +13,9 @@ that have a `topic_id` field, as a path of field names from the body.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from typing import Any
+
 from kdissect.kafka.ops import Ctx
 from kdissect.kafka.schema_messages import REQUESTS, RESPONSES
 from kdissect.kafka.schema_types import FieldRow
@@ -28,12 +31,17 @@ Path = tuple[str, ...]
 
 class TopicIds:
     """Topic id → name, the most recent MAX_IDS ids learned (the oldest learned is forgotten
-    first; learning an id again makes it the newest)."""
+    first; learning an id again makes it the newest). It Teaches (dissect/base.py): `first`
+    holds the frame at which each id was first learned (the first MAX_IDS ids), `taught` what
+    the capture's other conversations learned, and `now` is the frame being decoded."""
 
-    __slots__ = ("names",)
+    __slots__ = ("names", "first", "taught", "now")
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
+        self.first: dict[Hashable, tuple[int, Any]] = {}
+        self.taught: dict[Hashable, tuple[int, Any]] = {}
+        self.now = 0
 
     def learn(self, topic_id: str, name: str) -> None:
         if topic_id == NO_ID or not name:
@@ -43,9 +51,24 @@ class TopicIds:
         if len(names) >= MAX_IDS:
             del names[next(iter(names))]
         names[topic_id] = name
+        if topic_id not in self.first and len(self.first) < MAX_IDS:
+            self.first[topic_id] = (self.now, name)
 
     def name(self, topic_id: object) -> str | None:
-        return self.names.get(topic_id) if isinstance(topic_id, str) else None
+        if not isinstance(topic_id, str):
+            return None
+        known = self.names.get(topic_id)
+        if known is None and self.taught:
+            at, taught = self.taught.get(topic_id, (self.now, None))
+            if at < self.now and isinstance(taught, str):
+                return taught
+        return known
+
+    def lessons(self) -> dict[Hashable, tuple[int, Any]]:
+        return self.first
+
+    def seed(self, lessons: dict[Hashable, tuple[int, Any]]) -> None:
+        self.taught = lessons
 
 
 def _paths(rows: tuple[FieldRow, ...], prefix: Path) -> list[Path]:
@@ -116,7 +139,12 @@ def id_of(kids: list[Field]) -> str | None:
 
 def topic_ids(ctx: Ctx) -> TopicIds | None:
     """The capture's topic ids (None outside a conversation)."""
-    return ctx.state.capture.get(TopicIds) if ctx.state is not None else None
+    if ctx.state is None:
+        return None
+    capture = ctx.state.capture
+    ids = capture.get(TopicIds)
+    ids.now = capture.frame
+    return ids
 
 
 def note(api_key: int, is_request: bool, fields: list[Field], ctx: Ctx) -> None:

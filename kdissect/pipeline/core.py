@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from kdissect.capture.l2l4 import LINK_LAYERS, decode
 from kdissect.capture.pcapfile import RawFrame, open_capture
-from kdissect.dissect.base import Options
+from kdissect.dissect.base import CaptureState, Options
 from kdissect.model import Message
 from kdissect.pipeline.counters import Counters
 from kdissect.pipeline.decoder import ConversationObserver, Decoder, FlowFilter
@@ -33,19 +33,23 @@ class Pipeline:
     produce exactly the single-process output.
 
     `capture` names the source in each message; `counters` (fresh if not given) holds the
-    run's counts; `observers` are told of each conversation's end."""
+    run's counts; `observers` are told of each conversation's end; `shared` (fresh if not
+    given) is what the dissectors learn over the capture; `numbering` numbers the streams
+    (Tracker)."""
 
     def __init__(self, registry: DissectorRegistry | None = None, opts: Options | None = None,
                  hold: bool = True, flow_filter: FlowFilter | None = None, *, capture: str = "",
-                 counters: Counters | None = None, observers: Iterable[ConversationObserver] = ()) -> None:
+                 counters: Counters | None = None, observers: Iterable[ConversationObserver] = (),
+                 shared: CaptureState | None = None, numbering: Callable[[int], int] | None = None) -> None:
         self.counters = counters if counters is not None else Counters()
+        self.shared = shared if shared is not None else CaptureState()
         self.held = HeldBytes(HELD_BYTES)
         self.output = Output(hold, self.held, self.counters)
         decoder = Decoder(registry or DissectorRegistry(), opts or Options(), self.output, self.counters,
-                          flow_filter, capture, observers)
+                          flow_filter, capture, observers, self.shared)
         self.observers = decoder.observers
         # The tracker refers to the decoder, which does not refer back: no cycle.
-        self.tcp: Tracker[Decoding] = Tracker(decoder, MAX_CONVERSATIONS)
+        self.tcp: Tracker[Decoding] = Tracker(decoder, MAX_CONVERSATIONS, numbering=numbering)
 
     def feed(self, frame: RawFrame) -> list[Message]:
         counters = self.counters
@@ -54,6 +58,7 @@ class Pipeline:
             counters.first_ts = frame.ts
         seg = decode(frame)
         if seg is not None:
+            self.shared.frame = frame.number
             counters.tcp_segments += 1
             self.output.now = frame.ts
             self.tcp.segment(seg)
@@ -62,6 +67,7 @@ class Pipeline:
         return self.output.release(False)
 
     def finish(self) -> list[Message]:
+        self.shared.frame += 1  # after every frame
         self.tcp.finish()
         return self.output.release(True)
 

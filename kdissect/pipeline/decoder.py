@@ -42,7 +42,7 @@ class Decoder:
 
     def __init__(self, registry: DissectorRegistry, opts: Options, output: Output, counters: Counters,
                  flow_filter: FlowFilter | None = None, capture: str = "",
-                 observers: Iterable[ConversationObserver] = ()) -> None:
+                 observers: Iterable[ConversationObserver] = (), shared: CaptureState | None = None) -> None:
         self.registry = registry
         self.opts = opts
         self.output = output
@@ -53,7 +53,8 @@ class Decoder:
         self.skipped: set[int] = set()  # indices of open conversations flow_filter rejected
         self.given_up: dict[int, str] = {}  # open conversations detection gave up on -> first_bytes
         self.keylog = KeyLog(opts.tls_keylog) if opts.tls_keylog else None
-        self.shared = CaptureState()  # what the dissectors learn over the capture (dissect/base.py)
+        # what the dissectors learn over the capture (dissect/base.py)
+        self.shared = shared if shared is not None else CaptureState()
         # Conversations another worker outputs, decoded for what they teach: records counted only.
         self.quiet_opts = replace(opts, decode_records=False, record_detail=False)
 

@@ -1,7 +1,8 @@
 """The Spark job behind `kdissect spark`: captures in, three tables out.
 
-The driver lists the inputs (sizes only: it reads no capture) and plans units of work; each
-task decodes its unit and returns combined rows (a message, its records, its transaction) as
+The driver lists the inputs (sizes only: of the captures it reads only the heads of big ones)
+and plans units of work: small captures packed together, big local ones read by byte ranges
+(split.py). Each task decodes its unit and returns combined rows (a message, its records, its transaction) as
 Arrow batches; the result is kept on the executors' disks (DISK_ONLY: memory-bound caching of
 wide nested rows runs the JVM out of heap on big inputs) and written as the `messages`,
 `transactions` and `records` tables, partitioned by protocol and date.
@@ -10,10 +11,10 @@ The tables are written into a new sibling of the output directory, `OUT.kdissect
 which becomes OUT only once all three are written (an OUT there before is replaced only then);
 a failed or interrupted job removes it, so that OUT is either complete or untouched.
 
-Local captures are opened by the tasks themselves (one task per unit: a Spark range with one
-element per partition carries the unit's number). Captures on other file systems are read by
-Spark's binaryFile source, so that the cluster's Hadoop configuration (credentials, endpoints)
-applies; a shared big capture is read once per share.
+The plan reaches the tasks as data: a DataFrame with one row per unit (its pieces) in a
+partition of its own. Local captures are opened by the tasks themselves. Captures on other file
+systems are read by Spark's binaryFile source, so that the cluster's Hadoop configuration
+(credentials, endpoints) applies; a big one is shared by flow hash and read once per share.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import secrets
 import shutil
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kdissect.errors import KdissectError, UsageError
@@ -32,8 +33,9 @@ from kdissect.spark.inputs import FileList, driver_path, hadoop_files
 from kdissect.spark.progress import Counters, Progress
 from kdissect.spark.schema import PARTITION_COLUMNS, combined_columns
 from kdissect.spark.session import cancel_on_interrupt, hadoop_errors
+from kdissect.spark.split import Capture, capture, decode_ranges
 from kdissect.spark.sqltypes import ddl
-from kdissect.spark.units import Piece, Unit, plan
+from kdissect.spark.units import Piece, Unit, plan, split_size
 from kdissect.spark.worker import Config, combined, local_path
 
 TABLES = ("messages", "transactions", "records")
@@ -44,12 +46,23 @@ SETTLE_SECONDS = 10.0
 
 @dataclass(slots=True)
 class Plan:
+    """The inputs: small captures packed into units, big ones read by byte ranges (`ranged`),
+    and, once decoded, the bytes the ranges read (`ranges_read`, heads included) and the data
+    Spark keeps for them until the tables are written (`cached`)."""
+
     files: FileList
     units: list[Unit]
+    ranged: list[Capture] = field(default_factory=list)
+    ranges_read: int = 0
+    cached: list[Any] = field(default_factory=list)
 
     @property
     def bytes(self) -> int:
         return sum(s for _, s in self.files)
+
+    @property
+    def tasks(self) -> int:
+        return len(self.units) + sum(len(c.ranges) for c in self.ranged)
 
 
 @dataclass(slots=True)
@@ -61,20 +74,41 @@ class Result:
 
 def make_plan(spark: Any, inputs: list[str] | tuple[str, ...], split: int | None = None,
               max_shares: int | None = None) -> Plan:
+    """A capture larger than the split size is read by byte ranges when it is local and its
+    format allows (split.py); otherwise by flow-hash shares, each reading the whole file."""
     files = hadoop_files(spark, inputs)
     parallelism = spark.sparkContext.defaultParallelism
-    return Plan(files, plan(files, parallelism, split, max_shares))
+    size = split_size(sum(s for _, s in files), parallelism, split)
+    ranged: list[Capture] = []
+    rest: FileList = []
+    for path, n in files:
+        local = local_path(path) if n > size else None
+        c = capture(local, n, size) if local is not None else None
+        if c is not None:
+            ranged.append(c)
+        else:
+            rest.append((path, n))
+    return Plan(files, plan(rest, parallelism, size, max_shares), ranged)
 
 
 def _counted(batches: Iterable[Any], pieces: Iterable[Piece], counters: Counters | None) -> Iterable[Any]:
     return batches if counters is None else counters.counted(batches, pieces)
 
 
-def _local_task(units: list[Unit], cfg: Config, counters: Counters | None) -> Any:
+# The work of local units, as data: one row per unit.
+UNIT_DDL = "pieces ARRAY<STRUCT<path: STRING, size: BIGINT, share: INT, shares: INT>>"
+
+
+def _unit_rows(units: list[Unit]) -> list[tuple[Any, ...]]:
+    return [([(p.path, p.size, p.share, p.shares) for p in u],) for u in units]
+
+
+def _local_task(cfg: Config, counters: Counters | None) -> Any:
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         for b in batches:
-            for uid in b.column(0).to_pylist():
-                yield from _counted(combined(((p, None) for p in units[uid]), cfg), units[uid], counters)
+            for pieces in b.column(0).to_pylist():
+                unit = [Piece(**p) for p in pieces]
+                yield from _counted(combined(((p, None) for p in unit), cfg), unit, counters)
     return task
 
 
@@ -98,22 +132,36 @@ def decoded(spark: Any, p: Plan, cfg: Config, spark_io: bool = False, counters: 
     Spark's binaryFile source (what happens to captures on other file systems); counters:
     what the tasks add their bytes and messages to."""
     schema = ddl(combined_columns())
-    if not spark_io and all(local_path(piece.path) is not None for u in p.units for piece in u):
-        n = len(p.units)
-        return spark.range(0, n, 1, n).mapInArrow(_local_task(p.units, cfg, counters), schema)
-    return _binary_input(spark, p).mapInArrow(_content_task(cfg, counters), schema)
+    frames = []
+    units = list(p.units)
+    if p.ranged and not spark_io:
+        ranged = decode_ranges(spark, p.ranged, cfg, counters)
+        p.ranges_read = ranged.bytes_read
+        p.cached += ranged.held
+        frames.append(ranged.frame)
+        units += [(Piece(c.path, c.size),) for c in ranged.whole]
+    elif p.ranged:
+        units += [(Piece(c.path, c.size),) for c in p.ranged]
+    if units and not spark_io and all(local_path(piece.path) is not None for u in units for piece in u):
+        work = spark.createDataFrame(spark.sparkContext.parallelize(_unit_rows(units), len(units)), UNIT_DDL)
+        frames.append(work.mapInArrow(_local_task(cfg, counters), schema))
+    elif units:
+        frames.append(_binary_input(spark, units).mapInArrow(_content_task(cfg, counters), schema))
+    df = frames[0]
+    for more in frames[1:]:
+        df = df.unionByName(more)
+    return df
 
 
-def _binary_input(spark: Any, p: Plan) -> Any:
+def _binary_input(spark: Any, units: list[Unit]) -> Any:
     from pyspark.sql import functions as F
 
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1")  # one capture per batch
-    whole = [piece.path for u in p.units for piece in u if piece.shares == 1]
+    whole = [piece.path for u in units for piece in u if piece.shares == 1]
     parts = []
     if whole:
         parts.append(spark.read.format("binaryFile").load(whole)
                      .select("path", "content", F.lit(0).alias("share"), F.lit(1).alias("shares")))
-    for u in p.units:
+    for u in units:
         for piece in u:
             if piece.shares > 1:
                 parts.append(spark.read.format("binaryFile").load(piece.path).select(
@@ -143,9 +191,9 @@ def run(spark: Any, p: Plan, out: str, cfg: Config, fmt: str = "parquet", overwr
     from pyspark.sql import functions as F
 
     counters = progress.counters if progress is not None else None
-    df = decoded(spark, p, cfg, spark_io, counters).persist(StorageLevel.DISK_ONLY)
-    frames = tables(df)
     with staged(spark, out, overwrite) as tmp, cancel_on_interrupt(spark) as check:
+        df = decoded(spark, p, cfg, spark_io, counters).persist(StorageLevel.DISK_ONLY)
+        frames = tables(df)
         for name in TABLES:
             check()
             if progress is not None:
@@ -157,6 +205,9 @@ def run(spark: Any, p: Plan, out: str, cfg: Config, fmt: str = "parquet", overwr
         row = df.agg(F.count(F.lit(1)).alias("messages"), F.count("_transaction").alias("transactions"),
                      F.sum(F.size("_records")).alias("records")).first()
     counts = {name: int(row[name] or 0) for name in TABLES}
+    for held in p.cached:  # the combined rows are cached themselves
+        held.unpersist()
+    p.cached.clear()
     for name, frame in frames.items():
         frame.createOrReplaceTempView(name)
     return Result(p, counts, frames)

@@ -36,6 +36,8 @@ QUIET_CONF = {
     "spark.python.worker.reuse": "true",
     # partitioned writes without sorting each task's rows first (while <= 16 partitions open)
     "spark.sql.maxConcurrentOutputFileWriters": "16",
+    # Arrow batches into the tasks of at most 64 MiB (whole captures, or packets by conversation)
+    "spark.sql.execution.arrow.maxBytesPerBatch": str(64 << 20),
 }
 
 

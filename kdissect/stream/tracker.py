@@ -27,6 +27,7 @@ on a segment without SYN, FIN or RST is a zero window; every RST is a reset.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
 from kdissect.capture.l2l4 import ACK, FIN, RST, SYN, TcpSegment
@@ -68,9 +69,14 @@ class Upper(Protocol[T]):
 
 
 class Tracker(Generic[T]):
+    """`numbering(frame)`, if given, gives the stream number of a new conversation from the
+    number of its first frame (a worker that tracks only some of a capture's conversations
+    numbers them as the whole capture does); else they are numbered in the order they start."""
+
     def __init__(self, upper: Upper[T], limit: int = MAX_CONVERSATIONS,
-                 remembered: int = MAX_REMEMBERED) -> None:
+                 remembered: int = MAX_REMEMBERED, numbering: Callable[[int], int] | None = None) -> None:
         self.upper = upper
+        self.numbering = numbering
         self.limit = limit
         self.remembered = remembered
         self.open: OrderedDict[Key, Conversation[T]] = OrderedDict()
@@ -111,15 +117,15 @@ class Tracker(Generic[T]):
         if conv is not None:
             if _reuses_ports(conv, seg):
                 self._close(conv)
-                return self._open(key, self._next_index())
+                return self._open(key, self._next_index(seg.frame))
             self.open.move_to_end(key)
             return conv
         old = self.ended.get(key)
         if old is None:
-            return self._open(key, self._next_index())
+            return self._open(key, self._next_index(seg.frame))
         if _reuses_ports(old, seg):
             del self.ended[key]
-            return self._open(key, self._next_index())
+            return self._open(key, self._next_index(seg.frame))
         if old.closed and not _new_data(old, seg):  # ended at FIN or RST: its later packets count in it
             self.ended.move_to_end(key)
             return old
@@ -129,9 +135,9 @@ class Tracker(Generic[T]):
         conv.seqs, conv.first_rtt, conv.syn_ts, conv.trouble = old.seqs, old.first_rtt, old.syn_ts, old.trouble
         return conv
 
-    def _next_index(self) -> int:
+    def _next_index(self, frame: int) -> int:
         self.opened += 1
-        return self.opened - 1
+        return self.opened - 1 if self.numbering is None else self.numbering(frame)
 
     def _open(self, key: Key, index: int) -> Conversation[T]:
         conv: Conversation[T] = Conversation(index, key[0], key[1])
