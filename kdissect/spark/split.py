@@ -86,7 +86,7 @@ def capture(path: str, size: int, split: int) -> Capture | None:
     if lay is None:
         return None
     start = lay.data_start
-    n = max(1, (size - start) // max(MIN_RANGE, split))
+    n = -(-(size - start) // max(MIN_RANGE, split))
     if n < 2:
         return None
     cuts = [start + (size - start) * k // n for k in range(n + 1)]
