@@ -40,6 +40,7 @@ from kdissect.spark.progress import Counters
 from kdissect.spark.rows import combined_row
 from kdissect.spark.schema import combined_columns
 from kdissect.spark.sqltypes import Columns, arrow_schema, ddl
+from kdissect.spark.units import conversation_key
 from kdissect.spark.worker import Config, compiled_filter
 
 # A range's packets (key: the conversation's endpoints), and its one span row (key null).
@@ -131,8 +132,7 @@ def _range_batches(file: int, part: int, path: str, size: int, start: int, end: 
             if seg is None:
                 continue
             a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
-            lo, hi = (a, b) if a <= b else (b, a)
-            _packet(cols, file, part, lo[0] + lo[1].to_bytes(2, "big") + hi[0] + hi[1].to_bytes(2, "big"), frame)
+            _packet(cols, file, part, conversation_key(*((a, b) if a <= b else (b, a))), frame)
             held += len(frame.data)
             if len(cols["file"]) >= BATCH_PACKETS or held >= BATCH_BYTES:
                 yield pa.RecordBatch.from_pydict(cols, schema=schema)

@@ -33,8 +33,13 @@ class Piece:
 Unit = tuple[Piece, ...]
 
 
+def conversation_key(a: Endpoint, b: Endpoint) -> bytes:
+    """The bytes that name a conversation: its endpoints (canonical order: a <= b)."""
+    return b"".join((a[0], a[1].to_bytes(2, "big"), b[0], b[1].to_bytes(2, "big")))
+
+
 def flow_hash(a: Endpoint, b: Endpoint) -> int:
-    return zlib.crc32(b"".join((a[0], a[1].to_bytes(2, "big"), b[0], b[1].to_bytes(2, "big"))))
+    return zlib.crc32(conversation_key(a, b))
 
 
 def share_filter(share: int, shares: int) -> Callable[[Endpoint, Endpoint], bool] | None:
