@@ -31,10 +31,14 @@ class ConversationObserver(Protocol):
 
 
 def link(req: Message, resp: Message) -> None:
-    """Pair a request and its response both ways, with the response time."""
+    """Pair a request and its response, with the response time: the response always points to
+    its request; the request to its response only if it waited for one. A request that expects
+    no answer leaves the output at once, so whether it could still show a late answer would
+    depend on the traffic of other conversations."""
     rtt = max(0.0, resp.ts_end - req.ts_end)
     resp.match = Match(req.frame, req.kind, rtt)
-    req.match = Match(resp.frame, resp.kind, rtt)
+    if req.expects_response:
+        req.match = Match(resp.frame, resp.kind, rtt)
 
 
 class Decoder:

@@ -295,7 +295,7 @@ class Replay:
         """The facts the pipeline adds after dissection: number, a request's match, a dropped body."""
         m.number = i + 1
         p = cols.peer[i]
-        if p > i:
+        if p > i and m.expects_response:  # as the pipeline's link()
             m.match = Match(cols.frame[p], cols.kinds.names[cols.kind[p]], max(0.0, self.ts_end[p] - self.ts_end[i]))
         if self.bits[i] & DROPPED:
             drop_body(m, HELD_BYTES)
