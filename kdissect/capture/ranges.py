@@ -11,10 +11,11 @@ wrong guess is caught by `stitch`, which then says to read the file whole.
 
 from __future__ import annotations
 
+import io
 import re
 import struct
 from collections.abc import Generator, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import BinaryIO
 
 from kdissect.capture.pcapfile import (
@@ -147,14 +148,24 @@ class _Window:
 
 
 class RangeReader:
-    """The frames of the records that start in [start, end) of a seekable file."""
+    """The frames of the records that start in [start, end) of a seekable file.
 
-    def __init__(self, f: BinaryIO, lay: Layout, start: int, end: int, size: int) -> None:
+    head: whether the range starts at the file's head (else its first record is looked for;
+    by default, whether it starts no later than the head says records do). more: the bytes
+    end at `size` but the file goes on (a block of it, where nothing past the block can be
+    read): a record cut there ends the range (`span.next`: its start), and a boundary candidate
+    whose chain reaches it is refused (the bytes before a block's first record are put
+    together with those of the block before)."""
+
+    def __init__(self, f: BinaryIO, lay: Layout, start: int, end: int, size: int, *,
+                 head: bool | None = None, more: bool = False) -> None:
         self._f = f
         self._lay = lay
         self._start = start
         self._end = end
         self._size = size
+        self._head = start <= lay.data_start if head is None else head
+        self._more = more
         self.span = Span()
         if lay.kind == "pcap":
             self._cap = min(MAX_RECORD, max(lay.snaplen, _SNAP))
@@ -171,9 +182,10 @@ class RangeReader:
     def __iter__(self) -> Iterator[RawFrame]:
         self.span = span = Span()
         lay = self._lay
-        src = _Window(self._f, self._size, max(self._start, min(lay.data_start, self._size)), self._end)
+        base = max(self._start, min(lay.data_start, self._size)) if self._head else self._start
+        src = _Window(self._f, self._size, base, self._end)
         try:
-            first = lay.data_start if self._start <= lay.data_start else self._scan(src)
+            first = lay.data_start if self._head else self._scan(src)
             if first is None or first >= self._end:
                 return
             span.first = first
@@ -206,7 +218,7 @@ class RangeReader:
         q, last = p, -1
         for n in range(_K):
             if q >= src.size:
-                return q == src.size and n > 0
+                return q == src.size and n > 0 and not self._more
             record = self._plausible(src, q, limit)
             if record is None:
                 return n >= 2
@@ -245,6 +257,8 @@ class RangeReader:
         btype, blen = struct.unpack(self._lay.order + "II", h)
         if btype not in _BLOCK_TYPES or not 12 <= blen <= MAX_RECORD or blen % 4:
             return _IMPLAUSIBLE
+        if q + blen > src.size and self._more:
+            return _IMPLAUSIBLE
         if q + blen > limit:
             return None if limit < src.size else _IMPLAUSIBLE
         return (blen, 0, False) if src.take(q + blen - 4, 4) == h[4:8] else _IMPLAUSIBLE
@@ -258,13 +272,13 @@ class RangeReader:
             src.drop(pos)
             h = src.take(pos, 16)
             if len(h) < 16:
-                return pos if not h else None
+                return pos if not h or self._more else None
             sec, frac, caplen, wirelen = unpack(h)
             if caplen > MAX_RECORD:
                 return None
             data = src.take(pos + 16, caplen)
             if len(data) < caplen:
-                return None
+                return pos if self._more else None
             pos += 16 + caplen
             span.frames += 1
             yield RawFrame(span.frames, sec + frac * lay.unit, lay.linktype, data,
@@ -278,7 +292,7 @@ class RangeReader:
             src.drop(pos)
             h = src.take(pos, 8)
             if len(h) < 8:
-                return pos if not h else None
+                return pos if not h or self._more else None
             btype, blen = unpack(h)
             if btype in (_SHB_TYPE, _IDB_TYPE):
                 span.late = True
@@ -287,7 +301,7 @@ class RangeReader:
                 return None
             body = src.take(pos + 8, blen - 12)
             if len(body) < blen - 12 or len(src.take(pos + blen - 4, 4)) < 4:
-                return None
+                return pos if self._more else None
             pos += blen
             if btype in _PACKET_BLOCKS:
                 frame = parse_packet_block(btype, body, lay.order, lay.interfaces, span.frames + 1)
@@ -341,3 +355,129 @@ def stitch(lay: Layout, ranges: Sequence[tuple[int, int, Span]]) -> list[int | N
         frames += span.frames
         expected = span.next
     return offsets if expected is None or expected == at else None
+
+
+# -- blocks: a file cut at places nobody chose, each piece read without the others ----------
+
+@dataclass(slots=True)
+class Block:
+    """What reading one block found: its span (`first` and `next` counted from the block's
+    start, `bytes_read` its length), the bytes before its first record (`head`, None when too
+    many to keep) and those from `next` to its end (`tail`: a record the block cut)."""
+
+    span: Span
+    head: bytes | None
+    tail: bytes
+
+
+def read_block(data: bytes, lay: Layout, at_head: bool, keep: int) -> tuple[list[RawFrame], Block]:
+    """The frames of the records a block of a file holds whole (at_head: the block the file
+    starts with), and what `join` needs of it; keep: the most bytes kept before its first record.
+    A block ends with a newline that may not be the file's (the last block's, when the file does
+    not end with one): the records are read up to it, and one that needs it is left to `join`."""
+    end = max(0, len(data) - 1)
+    reader = RangeReader(io.BytesIO(data), lay, 0, end, end, head=at_head, more=True)
+    frames = list(reader)
+    span = reader.span
+    span.bytes_read = len(data)
+    first = len(data) if span.first is None else span.first
+    head = data[:first] if first <= keep else None
+    tail = data[span.next:] if span.next is not None else b""
+    return frames, Block(span, head, tail)
+
+
+@dataclass(slots=True)
+class Joined:
+    """The blocks of a file put together: the frames before each block's (None: its frames
+    are dropped, the sequential reader having stopped before), and the frames of the records
+    that no block held whole, numbered as in the file."""
+
+    offsets: list[int | None]
+    frames: list[RawFrame]
+
+
+def join(lay: Layout, size: int, blocks: Sequence[Block]) -> Joined | None:
+    """The blocks of a file, in order (their bytes, end to end, are the file's, plus one newline
+    when it does not end with one), put together; None when they disagree (not the file's size,
+    a record boundary found inside a record, a late pcapng block, a head not kept): then the
+    file must be read whole."""
+    total = sum(b.span.bytes_read for b in blocks)
+    if total not in (size, size + 1) or not blocks:
+        return None
+    pieces = _Pieces(blocks)
+    rec = replace(lay, data_start=0)
+    expected: int | None = lay.data_start  # where the next record starts (None: the reading stopped)
+    out = Joined([], [])
+    count = 0
+    at = 0
+    for b in blocks:
+        span = b.span
+        if span.late:
+            return None
+        if expected is None or span.first is None or at + span.first < expected:
+            if expected is not None and span.first is not None:
+                return None  # a boundary inside a record that started before it
+            out.offsets.append(None)
+            at += span.bytes_read
+            continue
+        gap = pieces.take(expected, at + span.first)
+        if gap is None:
+            return None
+        frames, got = _records(gap, rec, count)
+        if got.next != len(gap):
+            return None
+        out.frames += frames
+        count += len(frames)
+        out.offsets.append(count)
+        count += span.frames
+        expected = None if span.next is None else at + span.next
+        at += span.bytes_read
+    if expected is not None and expected < size:
+        rest = pieces.take(expected, size)
+        if rest is None:
+            return None
+        frames, got = _records(rest, rec, count)  # the file ends, maybe inside a record
+        if got.late:
+            return None
+        out.frames += frames
+    return out
+
+
+def _records(data: bytes, lay: Layout, before: int) -> tuple[list[RawFrame], Span]:
+    """The records of bytes that start with one, numbered after `before` frames, and the span
+    (`next`: where they end; None: the sequential reader would stop inside them)."""
+    if not data:
+        return [], Span(next=0)
+    reader = RangeReader(io.BytesIO(data), lay, 0, len(data), len(data), head=True)
+    frames = [RawFrame(before + f.number, f.ts, f.linktype, f.data, f.wirelen) for f in reader]
+    return frames, reader.span
+
+
+class _Pieces:
+    """The kept bytes of a file's blocks (their heads and tails) by file offset, taken in order."""
+
+    def __init__(self, blocks: Sequence[Block]) -> None:
+        self._kept: list[tuple[int, bytes]] = []
+        at = 0
+        for b in blocks:
+            if b.head is not None:
+                self._kept.append((at, b.head))
+            if b.tail:
+                self._kept.append((at + b.span.bytes_read - len(b.tail), b.tail))
+            at += b.span.bytes_read
+        self._i = 0
+
+    def take(self, start: int, end: int) -> bytes | None:
+        """The bytes [start, end), None unless kept pieces cover them all; later calls must ask
+        for later bytes."""
+        kept, out, at = self._kept, [], start
+        while at < end:
+            while self._i < len(kept) and kept[self._i][0] + len(kept[self._i][1]) <= at:
+                self._i += 1
+            if self._i == len(kept) or kept[self._i][0] > at:
+                return None
+            base, data = kept[self._i]
+            piece = data[at - base : end - base]
+            out.append(piece)
+            at += len(piece)
+        return b"".join(out)

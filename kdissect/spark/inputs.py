@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 
 from kdissect.errors import UsageError
@@ -86,6 +87,23 @@ def hadoop_files(spark: Any, inputs: list[str] | tuple[str, ...]) -> FileList:
             raise no_captures(inp)
         out += found
     return _dedupe(out)
+
+
+def hadoop_head(spark: Any, uri: str) -> Callable[[int], bytes]:
+    """A reader of the first bytes of a file through Spark's Hadoop file systems (the driver's
+    view of a capture it reads no more of)."""
+    jvm = spark.sparkContext._jvm
+    hconf = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def head(n: int) -> bytes:
+        with hadoop_errors(spark, uri):
+            path = jvm.org.apache.hadoop.fs.Path(uri)
+            stream = path.getFileSystem(hconf).open(path)
+            try:
+                return bytes(stream.readNBytes(n))
+            finally:
+                stream.close()
+    return head
 
 
 def _hadoop_input(path: Any, hconf: Any) -> FileList | None:

@@ -1,8 +1,8 @@
 """The Spark job behind `kdissect spark`: captures in, three tables out.
 
 The driver lists the inputs (sizes only: of the captures it reads only the heads of big ones)
-and plans units of work: small captures packed together, big local ones read by byte ranges
-(split.py). Each task decodes its unit and returns combined rows (a message, its records, its transaction) as
+and plans units of work: small captures packed together, big ones read by parts (split.py).
+Each task decodes its unit and returns combined rows (a message, its records, its transaction) as
 Arrow batches; the result is kept on the executors' disks (DISK_ONLY: memory-bound caching of
 wide nested rows runs the JVM out of heap on big inputs) and written as the `messages`,
 `transactions` and `records` tables, partitioned by protocol and date.
@@ -13,8 +13,10 @@ a failed or interrupted job removes it, so that OUT is either complete or untouc
 
 The plan reaches the tasks as data: a DataFrame with one row per unit (its pieces) in a
 partition of its own. Local captures are opened by the tasks themselves. Captures on other file
-systems are read by Spark's binaryFile source, so that the cluster's Hadoop configuration
-(credentials, endpoints) applies; a big one is shared by flow hash and read once per share.
+systems are read through Spark's sources, so that the cluster's Hadoop configuration
+(credentials, endpoints) applies: a big one in the blocks of its text source (split.py), a
+small one, or a gzip one, by binaryFile (a big gzip one shared by flow hash and read once per
+share).
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ import secrets
 import shutil
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from kdissect.errors import KdissectError, UsageError
-from kdissect.spark.inputs import FileList, driver_path, hadoop_files
+from kdissect.spark.inputs import FileList, driver_path, hadoop_files, hadoop_head
 from kdissect.spark.progress import Counters, Progress
 from kdissect.spark.schema import PARTITION_COLUMNS, combined_columns
 from kdissect.spark.session import cancel_on_interrupt, hadoop_errors
@@ -74,16 +76,20 @@ class Result:
 
 def make_plan(spark: Any, inputs: list[str] | tuple[str, ...], split: int | None = None,
               max_shares: int | None = None) -> Plan:
-    """A capture larger than the split size is read by byte ranges when it is local and its
-    format allows (split.py); otherwise by flow-hash shares, each reading the whole file."""
+    """A capture larger than the split size is read by parts when its format allows
+    (split.py): by byte ranges when it is local, else in the blocks of Spark's file source;
+    otherwise (gzip) by flow-hash shares, each reading the whole file."""
     files = hadoop_files(spark, inputs)
     parallelism = spark.sparkContext.defaultParallelism
     size = split_size(sum(s for _, s in files), parallelism, split)
     ranged: list[Capture] = []
     rest: FileList = []
     for path, n in files:
-        local = local_path(path) if n > size else None
-        c = capture(local, n, size) if local is not None else None
+        local = local_path(path)
+        c = None
+        if n > size:
+            c = capture(local, n, size) if local is not None else \
+                capture(path, n, size, hadoop_head(spark, path), blocks=True)
         if c is not None:
             ranged.append(c)
         else:
@@ -134,14 +140,12 @@ def decoded(spark: Any, p: Plan, cfg: Config, spark_io: bool = False, counters: 
     schema = ddl(combined_columns())
     frames = []
     units = list(p.units)
-    if p.ranged and not spark_io:
-        ranged = decode_ranges(spark, p.ranged, cfg, counters)
+    if p.ranged:
+        ranged = decode_ranges(spark, [replace(c, blocks=True) if spark_io else c for c in p.ranged], cfg, counters)
         p.ranges_read = ranged.bytes_read
         p.cached += ranged.held
         frames.append(ranged.frame)
         units += [(Piece(c.path, c.size),) for c in ranged.whole]
-    elif p.ranged:
-        units += [(Piece(c.path, c.size),) for c in p.ranged]
     if units and not spark_io and all(local_path(piece.path) is not None for u in units for piece in u):
         work = spark.createDataFrame(spark.sparkContext.parallelize(_unit_rows(units), len(units)), UNIT_DDL)
         frames.append(work.mapInArrow(_local_task(cfg, counters), schema))

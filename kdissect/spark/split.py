@@ -4,9 +4,14 @@
    it), decodes link, IP and TCP headers, and emits its packets keyed by conversation (the
    canonical endpoints), with their frame numbers within the range, plus one span row: where
    its first record started, where the next range's must start, how many frames it held.
-2. The driver checks that the ranges of each capture agree (`stitch`) and turns range frame
-   numbers into the capture's. A capture whose ranges disagree (a record boundary found in the
-   wrong place, a pcapng interface declared late) is decoded whole by one task instead.
+   A capture on another file system is read instead in the blocks of Spark's text source
+   (`block_lines`): a block's task reads the records it holds whole, and its span row carries
+   the bytes before and after them.
+2. The driver checks that the ranges of each capture agree (`stitch`), or puts the records cut
+   between blocks together (`join`: they join the shuffle), and turns range frame numbers into
+   the capture's. A capture whose parts disagree (a record boundary found in the wrong place, a
+   pcapng interface declared late, blocks short of the file's size) is decoded whole by one
+   task instead.
 3. A shuffle groups each conversation's packets in frame order. A first pass over the groups
    runs only the TCP tracker and the quiet decoding of protocols that learn across
    conversations: it reports where each conversation starts (the capture's stream numbers are
@@ -23,16 +28,17 @@ conversations that a group, holding only its own, keeps.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import operator
 import pickle
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kdissect.capture.l2l4 import decode
 from kdissect.capture.pcapfile import RawFrame
-from kdissect.capture.ranges import HEAD, Layout, RangeReader, Span, layout, stitch
+from kdissect.capture.ranges import HEAD, Block, Layout, RangeReader, Span, join, layout, read_block, stitch
 from kdissect.dissect.base import CaptureState, Lessons
 from kdissect.model import Message
 from kdissect.spark import worker
@@ -44,16 +50,21 @@ from kdissect.spark.units import conversation_key
 from kdissect.spark.worker import Config, compiled_filter
 
 # A range's packets (key: the conversation's endpoints), and its one span row (key null).
+# part: a range's number, or a block's start (the offset of the file split it was read from).
 PACKET_COLUMNS: Columns = (
-    ("file", "int"), ("part", "int"), ("key", "binary"), ("number", "bigint"), ("ts", "double"),
+    ("file", "int"), ("part", "bigint"), ("key", "binary"), ("number", "bigint"), ("ts", "double"),
     ("linktype", "int"), ("data", "binary"), ("wirelen", "bigint"), ("span_first", "bigint"),
     ("span_next", "bigint"), ("span_frames", "bigint"), ("span_bytes", "bigint"), ("span_late", "boolean"),
+    ("span_head", "binary"), ("span_tail", "binary"),
 )
-SPAN_COLUMNS = ("file", "part", "span_first", "span_next", "span_frames", "span_bytes", "span_late")
+SPAN_COLUMNS = ("file", "part", "span_first", "span_next", "span_frames", "span_bytes", "span_late",
+                "span_head", "span_tail")
 # The first pass's rows: a conversation's first frame, or a group's lessons (pickled).
 LEARNED_COLUMNS: Columns = (("file", "int"), ("start", "bigint"), ("lessons", "binary"))
 GROUP_KEYS = ("file", "key")
-GROUP_COLUMNS = ("file", "key", "frame", "ts", "linktype", "data", "wirelen")
+GROUPED_COLUMNS: Columns = (("file", "int"), ("key", "binary"), ("frame", "bigint"), ("ts", "double"),
+                            ("linktype", "int"), ("data", "binary"), ("wirelen", "bigint"))
+GROUP_COLUMNS = tuple(name for name, _ in GROUPED_COLUMNS)
 BATCH_PACKETS = 4096  # packets in one Arrow batch of step 1, at most
 BATCH_BYTES = 16 * 1024 * 1024  # and packet bytes
 
@@ -65,25 +76,40 @@ FIRST_LOOK = 4096  # bytes the driver reads of a capture's head first (all of HE
 @dataclass(frozen=True, slots=True)
 class Capture:
     """A capture read by ranges: its path, size and layout, its ranges [start, end), and the
-    bytes the driver read to learn its layout."""
+    bytes the driver read to learn its layout. `blocks`: read through Spark's file source, in
+    the blocks it cuts (about the ranges), rather than by tasks that open the path."""
 
     path: str
     size: int
     layout: Layout
     ranges: tuple[tuple[int, int], ...]
     head_read: int
+    blocks: bool = False
 
 
-def capture(path: str, size: int, split: int) -> Capture | None:
-    """The capture at a local path cut into ranges of about `split` bytes (at least
-    MIN_RANGE), or None when it cannot be read by ranges (gzip; a pcapng whose interfaces are
-    not all declared at its head) or would be one range."""
-    with open(path, "rb") as f:
-        head = f.read(FIRST_LOOK)
-        lay = layout(head)
-        if lay is None and len(head) == FIRST_LOOK:
-            head += f.read(HEAD - FIRST_LOOK)
-            lay = layout(head)
+Head = Callable[[int], bytes]  # the first n bytes of a file (fewer if it is shorter)
+
+
+def local_head(path: str) -> Head:
+    def head(n: int) -> bytes:
+        with open(path, "rb") as f:
+            return f.read(n)
+    return head
+
+
+def capture(path: str, size: int, split: int, head: Head | None = None, blocks: bool = False) -> Capture | None:
+    """The capture at `path` cut into ranges of about `split` bytes (at least MIN_RANGE), or
+    None when it cannot be read by ranges (gzip; a pcapng whose interfaces are not all
+    declared at its head) or would be one range. head: how to read its head (a local file's
+    by default)."""
+    read = head if head is not None else local_head(path)
+    first = read(FIRST_LOOK)
+    lay = layout(first)
+    got = len(first)
+    if lay is None and len(first) == FIRST_LOOK:
+        whole = read(HEAD)
+        lay = layout(whole)
+        got += len(whole)
     if lay is None:
         return None
     start = lay.data_start
@@ -91,7 +117,7 @@ def capture(path: str, size: int, split: int) -> Capture | None:
     if n < 2:
         return None
     cuts = [start + (size - start) * k // n for k in range(n + 1)]
-    return Capture(path, size, lay, tuple(zip(cuts, cuts[1:], strict=False)), len(head))
+    return Capture(path, size, lay, tuple(zip(cuts, cuts[1:], strict=False)), got, blocks)
 
 
 # -- 1. the ranges ------------------------------------------------------------------------
@@ -102,9 +128,9 @@ WORK_COLUMNS: Columns = (("file", "int"), ("part", "int"), ("path", "string"), (
 
 
 def work(captures: Sequence[Capture]) -> list[tuple[Any, ...]]:
-    """The rows of step 1's work (WORK_COLUMNS)."""
+    """The rows of step 1's work (WORK_COLUMNS) for the captures read by ranges."""
     return [(file, part, c.path, c.size, start, end, pickle.dumps(c.layout))
-            for file, c in enumerate(captures) for part, (start, end) in enumerate(c.ranges)]
+            for file, c in enumerate(captures) if not c.blocks for part, (start, end) in enumerate(c.ranges)]
 
 
 def read_ranges(counters: Counters | None) -> Any:
@@ -112,84 +138,156 @@ def read_ranges(counters: Counters | None) -> Any:
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         for b in batches:
             for row in b.to_pylist():
-                yield from _range_batches(row["file"], row["part"], row["path"], row["size"], row["start"],
-                                          row["end"], pickle.loads(row["layout"]))
+                with open(row["path"], "rb") as f:
+                    reader = RangeReader(f, pickle.loads(row["layout"]), row["start"], row["end"], row["size"])
+                    yield from _packet_batches(row["file"], row["part"], reader, functools.partial(_range_span, reader))
                 if counters is not None:  # the ranges and the head before the first add up to the size
                     counters.decoded.add(row["end"] - (row["start"] if row["part"] else 0))
     return task
 
 
-def _range_batches(file: int, part: int, path: str, size: int, start: int, end: int, lay: Layout) -> Iterator[Any]:
+# A capture read in blocks: Spark's text source with a newline as line end, each line's exact
+# bytes (cast to binary) with the start of the file split it was read from. A split holds the
+# lines that start in it, so its lines, each with its newline back, are one piece of the file
+# (plus a newline the file may not end with), and the pieces of the splits, in order, are the
+# whole file: each byte is read once, through whatever file system Spark reads.
+LINE_SEPARATOR = "\n"
+MAX_LINE = 64 * 1024 * 1024  # longer lines (bytes without a newline) are skipped: the file is then read whole
+KEEP = 16 * 1024 * 1024  # the most bytes a block keeps before its first record (for the driver)
+
+
+def block_lines(spark: Any, file: int, path: str) -> Any:
+    """The DataFrame of a capture's lines: (file, start, line)."""
+    from pyspark.sql import functions as F
+
+    return (spark.read.option("lineSep", LINE_SEPARATOR)
+            .option("mapreduce.input.linerecordreader.line.maxlength", str(MAX_LINE)).text(path)
+            .select(F.lit(file).alias("file"), F.col("_metadata.file_block_start").alias("start"),
+                    F.col("value").cast("binary").alias("line")))
+
+
+def read_blocks(layouts: dict[int, Layout], counters: Counters | None) -> Any:
+    """Step 1's task for captures read in blocks: lines in (block_lines); each block's packet rows
+    and one span row out."""
+    def task(batches: Iterator[Any]) -> Iterator[Any]:
+        for (file, start), rows in itertools.groupby(_lines(batches), key=operator.itemgetter(0, 1)):
+            data = b"\n".join([line for _, _, line in rows]) + b"\n"
+            frames, block = read_block(data, layouts[file], start == 0, KEEP)
+            del data
+            yield from _packet_batches(file, start, frames,
+                                       functools.partial(_span_values, block.span, block.head, block.tail))
+            if counters is not None:
+                counters.decoded.add(block.span.bytes_read)
+    return task
+
+
+def _lines(batches: Iterator[Any]) -> Iterator[tuple[int, int, bytes]]:
+    for b in batches:
+        yield from zip(b.column("file").to_pylist(), b.column("start").to_pylist(), b.column("line").to_pylist(),
+                       strict=True)
+
+
+def _packet_batches(file: int, part: int, frames: Iterable[RawFrame], span: Callable[[], tuple[Any, ...]]) -> Iterator[Any]:
+    """The rows of a range or block: its packets keyed by conversation, then its span row
+    (span(): its values, once the frames are read)."""
     import pyarrow as pa
 
     schema = arrow_schema(PACKET_COLUMNS)
     cols: dict[str, list[Any]] = {name: [] for name, _ in PACKET_COLUMNS}
     held = 0
-    with open(path, "rb") as f:
-        reader = RangeReader(f, lay, start, end, size)
-        for frame in reader:
-            seg = decode(frame)
-            if seg is None:
-                continue
-            a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
-            _packet(cols, file, part, conversation_key(*((a, b) if a <= b else (b, a))), frame)
-            held += len(frame.data)
-            if len(cols["file"]) >= BATCH_PACKETS or held >= BATCH_BYTES:
-                yield pa.RecordBatch.from_pydict(cols, schema=schema)
-                cols, held = {name: [] for name, _ in PACKET_COLUMNS}, 0
-    _span(cols, file, part, reader.span)
+    for frame in frames:
+        key = packet_key(frame)
+        if key is None:
+            continue
+        _row(cols, (file, part, key, frame.number, frame.ts, frame.linktype, frame.data, frame.wirelen,
+                    *_NO_SPAN))
+        held += len(frame.data)
+        if len(cols["file"]) >= BATCH_PACKETS or held >= BATCH_BYTES:
+            yield pa.RecordBatch.from_pydict(cols, schema=schema)
+            cols, held = {name: [] for name, _ in PACKET_COLUMNS}, 0
+    _row(cols, (file, part, None, None, None, None, None, None, *span()))
     yield pa.RecordBatch.from_pydict(cols, schema=schema)
 
 
+def packet_key(frame: RawFrame) -> bytes | None:
+    """The conversation a TCP packet belongs to (its endpoints in canonical order); None for
+    other packets."""
+    seg = decode(frame)
+    if seg is None:
+        return None
+    a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
+    return conversation_key(*((a, b) if a <= b else (b, a)))
+
+
 _PACKET_NAMES = tuple(name for name, _ in PACKET_COLUMNS)
+_NO_SPAN = (None,) * 7
 
 
-def _packet(cols: dict[str, list[Any]], file: int, part: int, key: bytes, frame: RawFrame) -> None:
-    for name, value in zip(_PACKET_NAMES, (file, part, key, frame.number, frame.ts, frame.linktype,
-                                            frame.data, frame.wirelen, None, None, None, None, None), strict=True):
+def _row(cols: dict[str, list[Any]], values: tuple[Any, ...]) -> None:
+    for name, value in zip(_PACKET_NAMES, values, strict=True):
         cols[name].append(value)
 
 
-def _span(cols: dict[str, list[Any]], file: int, part: int, span: Span) -> None:
-    for name, value in zip(_PACKET_NAMES, (file, part, None, None, None, None, None, None, span.first,
-                                            span.next, span.frames, span.bytes_read, span.late), strict=True):
-        cols[name].append(value)
+def _range_span(reader: RangeReader) -> tuple[Any, ...]:
+    return _span_values(reader.span, None, None)
+
+
+def _span_values(span: Span, head: bytes | None, tail: bytes | None) -> tuple[Any, ...]:
+    return span.first, span.next, span.frames, span.bytes_read, span.late, head, tail
 
 
 # -- 2. the driver's check --------------------------------------------------------------
 
 @dataclass(slots=True)
 class Checked:
-    """Frames before each range of each capture that read well by ranges (file -> part ->
-    offset), the captures to read whole instead, the frames in each capture, and the bytes
-    the ranges read."""
+    """Frames before each range or block of each capture that read well by parts (file ->
+    part -> offset), the captures to read whole instead, the frames in each capture, the bytes
+    the parts read, and the packets of the records no block held whole (GROUP_COLUMNS rows)."""
 
     offsets: dict[int, dict[int, int]]
     whole: list[int]
     frames: dict[int, int]
     bytes_read: int
+    joined: list[tuple[Any, ...]]
 
 
 def check(captures: Sequence[Capture], spans: list[Any]) -> Checked:
-    """From the span rows (file, part, first, next, frames, bytes, late)."""
-    by_file: dict[int, dict[int, Span]] = {}
+    """From the span rows (SPAN_COLUMNS)."""
+    by_file: dict[int, dict[int, Block]] = {}
     read = sum(c.head_read for c in captures)
-    for file, part, first, nxt, frames, nbytes, late in spans:
-        by_file.setdefault(file, {})[part] = Span(first, nxt, frames, nbytes, bool(late))
+    for file, part, first, nxt, frames, nbytes, late, head, tail in spans:
+        by_file.setdefault(file, {})[part] = Block(Span(first, nxt, frames, nbytes, bool(late)), head, tail)
         read += nbytes
-    out = Checked({}, [], {}, read)
+    out = Checked({}, [], {}, read, [])
     for file, c in enumerate(captures):
         got = by_file.get(file, {})
-        if len(got) != len(c.ranges):
-            out.whole.append(file)
-            continue
-        offsets = stitch(c.layout, [(a, b, got[k]) for k, (a, b) in enumerate(c.ranges)])
+        offsets = _joined(file, c, got, out) if c.blocks else _stitched(c, got)
         if offsets is None:
             out.whole.append(file)
             continue
-        out.offsets[file] = {k: off for k, off in enumerate(offsets) if off is not None}
-        out.frames[file] = sum(got[k].frames for k in out.offsets[file])
+        out.offsets[file] = {k: off for k, off in offsets.items() if off is not None}
+        out.frames[file] = sum(got[k].span.frames for k in out.offsets[file]) + out.frames.get(file, 0)
     return out
+
+
+def _stitched(c: Capture, got: dict[int, Block]) -> dict[int, int | None] | None:
+    if len(got) != len(c.ranges):
+        return None
+    offsets = stitch(c.layout, [(a, b, got[k].span) for k, (a, b) in enumerate(c.ranges)])
+    return None if offsets is None else dict(enumerate(offsets))
+
+
+def _joined(file: int, c: Capture, got: dict[int, Block], out: Checked) -> dict[int, int | None] | None:
+    starts = sorted(got)
+    joined = join(c.layout, c.size, [got[k] for k in starts])
+    if joined is None:
+        return None
+    for frame in joined.frames:
+        key = packet_key(frame)
+        if key is not None:
+            out.joined.append((file, key, frame.number, frame.ts, frame.linktype, frame.data, frame.wirelen))
+    out.frames[file] = len(joined.frames)
+    return dict(zip(starts, joined.offsets, strict=True))
 
 
 # -- 3. the groups ----------------------------------------------------------------------
@@ -328,19 +426,19 @@ def decode_ranges(spark: Any, captures: Sequence[Capture], cfg: Config, counters
     from pyspark.sql import functions as F
 
     sc = spark.sparkContext
-    rows = work(captures)
-    plan = spark.createDataFrame(sc.parallelize(rows, len(rows)), ddl(WORK_COLUMNS))
-    packets = plan.mapInArrow(read_ranges(counters), ddl(PACKET_COLUMNS)).persist(StorageLevel.DISK_ONLY)
+    packets = _parts(spark, captures, counters).persist(StorageLevel.DISK_ONLY)
     spans = packets.where(F.col("key").isNull()).select(*SPAN_COLUMNS).collect()
     checked = check(captures, [tuple(r) for r in spans])
     offsets = spark.createDataFrame(
         [(f, k, off) for f, parts in checked.offsets.items() for k, off in parts.items()],
-        "file INT, part INT, offset BIGINT")
-    grouped = (packets.where(F.col("key").isNotNull())
-               .join(F.broadcast(offsets), ["file", "part"])
-               .select("file", "key", (F.col("number") + F.col("offset")).alias("frame"),
-                       "ts", "linktype", "data", "wirelen")
-               .repartition(max(len(rows), sc.defaultParallelism), *GROUP_KEYS)
+        "file INT, part BIGINT, offset BIGINT")
+    ranged = (packets.where(F.col("key").isNotNull())
+              .join(F.broadcast(offsets), ["file", "part"])
+              .select("file", "key", (F.col("number") + F.col("offset")).alias("frame"),
+                      "ts", "linktype", "data", "wirelen"))
+    if checked.joined:
+        ranged = ranged.unionByName(spark.createDataFrame(checked.joined, ddl(GROUPED_COLUMNS)))
+    grouped = (ranged.repartition(max(sum(len(c.ranges) for c in captures), sc.defaultParallelism), *GROUP_KEYS)
                .sortWithinPartitions(*GROUP_KEYS, "frame")
                .persist(StorageLevel.DISK_ONLY))
     learned = grouped.mapInArrow(learn_groups(cfg, checked.frames), ddl(LEARNED_COLUMNS)).collect()
@@ -348,3 +446,21 @@ def decode_ranges(spark: Any, captures: Sequence[Capture], cfg: Config, counters
     t = sc.broadcast(taught([tuple(r) for r in learned], checked.frames))
     frame = grouped.mapInArrow(decode_groups(cfg, [c.path for c in captures], t, counters), ddl(combined_columns()))
     return Ranged(frame, [captures[i] for i in checked.whole], checked.bytes_read, [grouped])
+
+
+def _parts(spark: Any, captures: Sequence[Capture], counters: Counters | None) -> Any:
+    """Step 1: the packet and span rows of every range and block (lazy)."""
+    frames = []
+    rows = work(captures)
+    if rows:
+        plan = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), ddl(WORK_COLUMNS))
+        frames.append(plan.mapInArrow(read_ranges(counters), ddl(PACKET_COLUMNS)))
+    blocks = {file: c for file, c in enumerate(captures) if c.blocks}
+    if blocks:
+        split = max(b - a for c in blocks.values() for a, b in c.ranges)
+        spark.conf.set("spark.sql.files.maxPartitionBytes", str(split))
+        lines = functools.reduce(lambda x, y: x.unionByName(y),
+                                 (block_lines(spark, file, c.path) for file, c in blocks.items()))
+        layouts = {file: c.layout for file, c in blocks.items()}
+        frames.append(lines.mapInArrow(read_blocks(layouts, counters), ddl(PACKET_COLUMNS)))
+    return functools.reduce(lambda x, y: x.unionByName(y), frames)

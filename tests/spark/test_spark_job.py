@@ -120,18 +120,23 @@ def baseline(spark: Any) -> tuple[job.Plan, dict[str, list[str]]]:
 
 # -- the job ------------------------------------------------------------------------------
 
-def test_tables_equal_single_process_when_captures_are_read_by_ranges(spark: Any, baseline: Any,
-                                                                      tmp_path: Path) -> None:
-    """Every capture over 8 KiB is cut into byte ranges (many of them inside records): stream
-    numbers, frame numbers and every value still equal the single-process run."""
+@pytest.mark.parametrize("spark_io", [False, True], ids=["ranges", "blocks"])
+def test_tables_equal_single_process_when_captures_are_read_by_parts(spark: Any, baseline: Any,
+                                                                     tmp_path: Path, spark_io: bool) -> None:
+    """Every capture over 8 KiB is cut into byte ranges, or into the blocks of Spark's file
+    source (spark_io), many of them inside records: stream numbers, frame numbers and every
+    value still equal the single-process run."""
     p0, want = baseline
     p = job.make_plan(spark, inputs(), split=8 * 1024)
     assert len(p.ranged) >= 5 and sum(len(c.ranges) for c in p.ranged) >= 4 * len(p.ranged)
-    result = job.run(spark, p, str(tmp_path), Config())
+    result = job.run(spark, p, str(tmp_path), Config(), spark_io=spark_io)
     assert result.counts == {k: len(v) for k, v in want.items()}
     assert written(spark, tmp_path) == want
     assert {d.name for d in (tmp_path / "messages").iterdir() if d.is_dir()} >= {"protocol=kafka", "protocol=zookeeper"}
-    assert p.ranges_read >= sum(c.size for c in p.ranged)  # the tasks' own count of what they read
+    size = sum(c.size for c in p.ranged)
+    assert size <= p.ranges_read  # the tasks' own count of what they read
+    if spark_io:  # the files once, a newline each at most, and the heads the driver read
+        assert p.ranges_read <= size + len(p.ranged) + sum(c.head_read for c in p.ranged)
 
 
 def test_spark_io_reads_the_same(spark: Any, tmp_path: Path) -> None:

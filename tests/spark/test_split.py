@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from linesplits import line_splits
 from support import CAPTURES, SHARED_CAPTURES, sidecar_decode_as, sidecar_keylog
 
 pa = pytest.importorskip("pyarrow")
@@ -23,18 +24,13 @@ from kdissect.spark import split  # noqa: E402
 from kdissect.spark.sqltypes import arrow_schema  # noqa: E402
 from kdissect.spark.worker import Config  # noqa: E402
 
-GROUPED: tuple[tuple[str, str], ...] = (
-    ("file", "int"), ("key", "binary"), ("frame", "bigint"), ("ts", "double"), ("linktype", "int"),
-    ("data", "binary"), ("wirelen", "bigint"),
-)
-
 
 def _partitions(packets: list[dict[str, Any]], n: int) -> list[Any]:
     """The shuffle: packets hashed by conversation into n partitions, each sorted."""
     parts: list[list[dict[str, Any]]] = [[] for _ in range(n)]
     for p in packets:
         parts[sum(p["key"]) % n].append(p)
-    schema = arrow_schema(GROUPED)
+    schema = arrow_schema(split.GROUPED_COLUMNS)
     out = []
     for part in parts:
         part.sort(key=lambda p: (p["file"], p["key"], p["frame"]))
@@ -42,19 +38,19 @@ def _partitions(packets: list[dict[str, Any]], n: int) -> list[Any]:
     return out
 
 
-def split_messages(path: str, size: int, cfg: Config, partitions: int = 3) -> tuple[list[str], split.Checked]:
-    c = split.capture(path, os.path.getsize(path), size)
+def split_messages(path: str, size: int, cfg: Config, partitions: int = 3,
+                   blocks: bool = False) -> tuple[list[str], split.Checked]:
+    c = split.capture(path, os.path.getsize(path), size, blocks=blocks)
     assert c is not None, f"{path} cannot be split"
     caps = [c]
-    work = pa.RecordBatch.from_pylist([dict(zip([n for n, _ in split.WORK_COLUMNS], r, strict=True))
-                                       for r in split.work(caps)])
-    rows = pa.Table.from_batches(list(split.read_ranges(None)(iter([work])))).to_pylist()
+    rows = pa.Table.from_batches(_step1(c, size)).to_pylist()
     checked = split.check(caps, [tuple(r[k] for k in split.SPAN_COLUMNS) for r in rows if r["key"] is None])
-    assert not checked.whole, f"{path}: the ranges disagree"
+    assert not checked.whole, f"{path}: the parts disagree"
     offsets = checked.offsets[0]
     packets = [{"file": r["file"], "key": r["key"], "frame": r["number"] + offsets[r["part"]], "ts": r["ts"],
                 "linktype": r["linktype"], "data": r["data"], "wirelen": r["wirelen"]}
                for r in rows if r["key"] is not None and r["part"] in offsets]
+    packets += [dict(zip(split.GROUP_COLUMNS, row, strict=True)) for row in checked.joined]
     parts = _partitions(packets, partitions)
     learned = []
     for part in parts:
@@ -66,6 +62,22 @@ def split_messages(path: str, size: int, cfg: Config, partitions: int = 3) -> tu
         for m in split._messages(iter(part), cfg, [path], taught):
             got.append(_canon(m))
     return sorted(got), checked
+
+
+def _step1(c: split.Capture, size: int) -> list[Any]:
+    """Step 1's batches: the ranges read by their own tasks, or the blocks of Spark's text
+    source (the file's lines, split at multiples of `size`, in batches of 5 lines)."""
+    if not c.blocks:
+        work = pa.RecordBatch.from_pylist([dict(zip([n for n, _ in split.WORK_COLUMNS], r, strict=True))
+                                           for r in split.work([c])])
+        return list(split.read_ranges(None)(iter([work])))
+    blob = Path(c.path).read_bytes()
+    lines = [(0, start, line) for start, got in line_splits(blob, [*range(0, len(blob), size), len(blob)])
+             for line in got]
+    schema = pa.schema([("file", pa.int32()), ("start", pa.int64()), ("line", pa.binary())])
+    batches = [pa.RecordBatch.from_pylist([dict(zip(("file", "start", "line"), r, strict=True)) for r in lines[i:i + 5]],
+                                          schema=schema) for i in range(0, len(lines), 5)]
+    return list(split.read_blocks({0: c.layout}, None)(iter(batches)))
 
 
 def _canon(m: Any) -> str:
@@ -97,21 +109,26 @@ def _splittable(paths: list[Path]) -> list[str]:
 PROJECT = _splittable(sorted(CAPTURES.rglob("*.pcap*")))
 
 
+@pytest.mark.parametrize("blocks", [False, True], ids=["ranges", "blocks"])
 @pytest.mark.parametrize("path", PROJECT, ids=[Path(p).name for p in PROJECT])
-def test_ranges_decode_as_the_single_process(path: str) -> None:
+def test_parts_decode_as_the_single_process(path: str, blocks: bool) -> None:
     cfg = config(path)
-    got, checked = split_messages(path, split.MIN_RANGE, cfg)
+    got, checked = split_messages(path, split.MIN_RANGE, cfg, blocks=blocks)
     assert got == single(path, cfg)
-    assert checked.bytes_read >= os.path.getsize(path)
+    assert os.path.getsize(path) <= checked.bytes_read
+    if blocks:  # the driver read the head; the blocks, the file once (and one newline)
+        assert checked.bytes_read - split.capture(path, os.path.getsize(path), split.MIN_RANGE).head_read \
+            in (os.path.getsize(path), os.path.getsize(path) + 1)
 
 
-def test_shared_captures_decode_as_the_single_process() -> None:
+@pytest.mark.parametrize("blocks", [False, True], ids=["ranges", "blocks"])
+def test_shared_captures_decode_as_the_single_process(blocks: bool) -> None:
     paths = _splittable(sorted(SHARED_CAPTURES.glob("*/*.pcap*")))
     if not paths:
         pytest.skip("../shared/captures is absent: the test needs real material from outside the project")
     for path in paths:
         cfg = config(path)
-        got, _ = split_messages(path, split.MIN_RANGE, cfg)
+        got, _ = split_messages(path, split.MIN_RANGE, cfg, blocks=blocks)
         assert got == single(path, cfg), path
 
 

@@ -1,6 +1,7 @@
-"""Reading captures by byte ranges: the frames of all the ranges, numbered by `stitch`, are the
-sequential reader's, for every cut of real captures (intact, cut short, damaged) and of random
-bytes; on intact real captures the boundary scan finds every true record boundary."""
+"""Reading captures by byte ranges, and in the blocks a line reader cuts: the frames of all the
+parts, numbered by `stitch` (or `join`), are the sequential reader's, for every cut of real
+captures (intact, cut short, damaged) and of random bytes; on intact real captures the boundary
+scan finds every true record boundary."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from linesplits import block_bytes, line_splits
 from pcapgen import pcapng_epb, pcapng_idb, pcapng_section
 from support import CAPTURES, shared_captures
 
@@ -76,11 +78,12 @@ def _late(blob: bytes, lay: Layout) -> bool:
         struct.unpack_from(lay.order + "I", blob, b)[0] in (0x0A0D0D0A, 1) for b in _boundaries(blob, lay))
 
 
-def _check_cuts(blob: bytes, data: st.DataObject, must_stitch: bool) -> None:
+def _check_cuts(blob: bytes, data: st.DataObject, must_stitch: bool, blocks: bool = False) -> None:
+    """Ranges between drawn cuts, or blocks (the splits of a line reader) between them."""
     lay = layout(blob[:HEAD])
     assert lay is not None
     cuts = _draw_cuts(data, lay, len(blob), _boundaries(blob, lay))
-    got, _ = _by_ranges(blob, lay, cuts)
+    got = _by_blocks(blob, lay, sorted({0, *cuts})) if blocks else _by_ranges(blob, lay, cuts)[0]
     if must_stitch:
         assert got is not None, cuts
     assert got is None or got == _sequential(blob), cuts
@@ -206,25 +209,28 @@ def test_scan_finds_every_boundary_of_shared_captures(proto: str) -> None:
 @FEW
 @given(data=st.data())
 @pytest.mark.parametrize("path", PROJECT, ids=lambda p: p.name)
-def test_ranges_of_project_captures(path: Path, data: st.DataObject) -> None:
-    _check_cuts(_blob(path), data, must_stitch=True)
+@pytest.mark.parametrize("blocks", [False, True], ids=["ranges", "blocks"])
+def test_parts_of_project_captures(path: Path, data: st.DataObject, blocks: bool) -> None:
+    _check_cuts(_blob(path), data, must_stitch=True, blocks=blocks)
 
 
 @FEW
 @given(data=st.data())
 @pytest.mark.parametrize("variant", ["pcap-be-ns", "pcapng"])
-def test_ranges_of_variants(variant: str, data: st.DataObject) -> None:
+@pytest.mark.parametrize("blocks", [False, True], ids=["ranges", "blocks"])
+def test_parts_of_variants(variant: str, data: st.DataObject, blocks: bool) -> None:
     path = data.draw(st.sampled_from(PROJECT))
-    _check_cuts(VARIANTS[variant](_blob(path)), data, must_stitch=True)
+    _check_cuts(VARIANTS[variant](_blob(path)), data, must_stitch=True, blocks=blocks)
 
 
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
-def test_ranges_of_shared_captures(data: st.DataObject) -> None:
+@pytest.mark.parametrize("blocks", [False, True], ids=["ranges", "blocks"])
+def test_parts_of_shared_captures(data: st.DataObject, blocks: bool) -> None:
     blob = _blob(data.draw(st.sampled_from(_shared_sample())))
     lay = layout(blob[:HEAD])
     assert lay is not None
-    _check_cuts(blob, data, must_stitch=not _late(blob, lay))
+    _check_cuts(blob, data, must_stitch=not _late(blob, lay), blocks=blocks)
 
 
 def _damage(data: st.DataObject, blob: bytes) -> bytes:
@@ -249,20 +255,22 @@ def _damage(data: st.DataObject, blob: bytes) -> bytes:
 
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
-def test_ranges_of_damaged_captures(data: st.DataObject) -> None:
+@pytest.mark.parametrize("blocks", [False, True], ids=["ranges", "blocks"])
+def test_parts_of_damaged_captures(data: st.DataObject, blocks: bool) -> None:
     path = data.draw(st.sampled_from(PROJECT))
     blob = _damage(data, VARIANTS[data.draw(st.sampled_from(list(VARIANTS)))](_blob(path)))
     if layout(blob[:HEAD]) is not None:
-        _check_cuts(blob, data, must_stitch=False)
+        _check_cuts(blob, data, must_stitch=False, blocks=blocks)
 
 
 @settings(max_examples=200, deadline=None)
 @given(data=st.data(), body=st.binary(max_size=3000))
-def test_ranges_of_random_bytes(data: st.DataObject, body: bytes) -> None:
+@pytest.mark.parametrize("blocks", [False, True], ids=["ranges", "blocks"])
+def test_parts_of_random_bytes(data: st.DataObject, body: bytes, blocks: bool) -> None:
     heads = [_blob(PROJECT[0])[:24], pcapng_section() + pcapng_idb(1),
              _pcap_variant(_blob(PROJECT[0])[:24], big_endian=True, nano=True)]
     blob = data.draw(st.sampled_from(heads)) + body
-    _check_cuts(blob, data, must_stitch=False)
+    _check_cuts(blob, data, must_stitch=False, blocks=blocks)
 
 
 def _hostile_pcap(*records: tuple[int, int]) -> bytes:
@@ -368,3 +376,41 @@ def test_scan_of_a_range_with_no_record_start_stops_at_its_end() -> None:
     reader = RangeReader(io.BytesIO(blob), lay, 1_000_000, 1_500_000, len(blob))
     assert list(reader) == [] and reader.span.first is None
     assert reader.span.bytes_read <= 500_000 + ranges._CHUNK + ranges._LOOK
+
+
+# -- blocks: the file cut where a line reader cuts it, each piece read alone -----------------
+
+def _by_blocks(blob: bytes, lay: Layout, cuts: list[int], keep: int = 1 << 30) -> list[RawFrame] | None:
+    """The frames of the blocks, numbered by join (None when it refuses)."""
+    got = [ranges.read_block(block_bytes(lines), lay, s == 0, keep) for s, lines in line_splits(blob, cuts)]
+    joined = ranges.join(lay, len(blob), [b for _, b in got])
+    if joined is None:
+        return None
+    out = [replace(fr, number=off + fr.number) for off, (frames, _) in zip(joined.offsets, got, strict=True)
+           if off is not None for fr in frames]
+    return sorted(out + joined.frames, key=lambda fr: fr.number)
+
+
+def test_line_blocks_give_the_file_back() -> None:
+    blob = b"ab\n\ncd\nef"
+    for cuts in ([0, 9], [0, 1, 9], [0, 2, 3, 4, 9], [0, 3, 6, 7, 9], [0, *range(1, 10)]):
+        assert b"".join(block_bytes(lines) for _, lines in line_splits(blob, cuts)) == blob + b"\n", cuts
+
+
+def test_a_block_whose_head_was_not_kept_makes_the_file_read_whole() -> None:
+    blob = _blob(PROJECT[0])
+    lay = layout(blob)
+    assert lay is not None
+    cuts = [0, len(blob) // 2, len(blob)]
+    assert _by_blocks(blob, lay, cuts) == _sequential(blob)
+    assert _by_blocks(blob, lay, cuts, keep=0) is None
+
+
+def test_missing_bytes_make_the_file_read_whole() -> None:
+    blob = _blob(PROJECT[0])
+    lay = layout(blob)
+    assert lay is not None
+    halves = line_splits(blob, [0, len(blob) // 2, len(blob)])
+    got = [ranges.read_block(block_bytes(lines), lay, s == 0, 1 << 30) for s, lines in halves]
+    short = ranges.Block(replace(got[1][1].span, bytes_read=got[1][1].span.bytes_read - 100), None, b"")
+    assert ranges.join(lay, len(blob), [got[0][1], short]) is None
