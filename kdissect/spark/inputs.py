@@ -89,17 +89,18 @@ def hadoop_files(spark: Any, inputs: list[str] | tuple[str, ...]) -> FileList:
     return _dedupe(out)
 
 
-def hadoop_head(spark: Any, uri: str) -> Callable[[int], bytes]:
-    """A reader of the first bytes of a file through Spark's Hadoop file systems (the driver's
-    view of a capture it reads no more of)."""
+def hadoop_head(spark: Any, uri: str) -> Callable[[int, int], bytes]:
+    """A reader of (offset, n) bytes of a file through Spark's Hadoop file systems (the
+    driver's view of the head of a capture it reads no more of)."""
     jvm = spark.sparkContext._jvm
     hconf = spark.sparkContext._jsc.hadoopConfiguration()
 
-    def head(n: int) -> bytes:
+    def head(offset: int, n: int) -> bytes:
         with hadoop_errors(spark, uri):
             path = jvm.org.apache.hadoop.fs.Path(uri)
             stream = path.getFileSystem(hconf).open(path)
             try:
+                stream.seek(offset)
                 return bytes(stream.readNBytes(n))
             finally:
                 stream.close()

@@ -87,12 +87,13 @@ class Capture:
     blocks: bool = False
 
 
-Head = Callable[[int], bytes]  # the first n bytes of a file (fewer if it is shorter)
+Head = Callable[[int, int], bytes]  # (offset, n) -> n bytes of a file from offset (fewer at its end)
 
 
 def local_head(path: str) -> Head:
-    def head(n: int) -> bytes:
+    def head(offset: int, n: int) -> bytes:
         with open(path, "rb") as f:
+            f.seek(offset)
             return f.read(n)
     return head
 
@@ -103,13 +104,11 @@ def capture(path: str, size: int, split: int, head: Head | None = None, blocks: 
     declared at its head) or would be one range. head: how to read its head (a local file's
     by default)."""
     read = head if head is not None else local_head(path)
-    first = read(FIRST_LOOK)
-    lay = layout(first)
-    got = len(first)
-    if lay is None and len(first) == FIRST_LOOK:
-        whole = read(HEAD)
-        lay = layout(whole)
-        got += len(whole)
+    head_bytes = read(0, FIRST_LOOK)
+    lay = layout(head_bytes)
+    if lay is None and len(head_bytes) == FIRST_LOOK:
+        head_bytes += read(FIRST_LOOK, HEAD - FIRST_LOOK)
+        lay = layout(head_bytes)
     if lay is None:
         return None
     start = lay.data_start
@@ -117,7 +116,7 @@ def capture(path: str, size: int, split: int, head: Head | None = None, blocks: 
     if n < 2:
         return None
     cuts = [start + (size - start) * k // n for k in range(n + 1)]
-    return Capture(path, size, lay, tuple(zip(cuts, cuts[1:], strict=False)), got, blocks)
+    return Capture(path, size, lay, tuple(zip(cuts, cuts[1:], strict=False)), len(head_bytes), blocks)
 
 
 # -- 1. the ranges ------------------------------------------------------------------------
@@ -171,7 +170,7 @@ def read_blocks(layouts: dict[int, Layout], counters: Counters | None) -> Any:
     and one span row out."""
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         for (file, start), rows in itertools.groupby(_lines(batches), key=operator.itemgetter(0, 1)):
-            data = b"\n".join([line for _, _, line in rows]) + b"\n"
+            data = b"\n".join([*(line for _, _, line in rows), b""])  # each line with its newline back
             frames, block = read_block(data, layouts[file], start == 0, KEEP)
             del data
             yield from _packet_batches(file, start, frames,
@@ -261,23 +260,28 @@ def check(captures: Sequence[Capture], spans: list[Any]) -> Checked:
     out = Checked({}, [], {}, read, [])
     for file, c in enumerate(captures):
         got = by_file.get(file, {})
-        offsets = _joined(file, c, got, out) if c.blocks else _stitched(c, got)
-        if offsets is None:
+        found = _joined(file, c, got, out.joined) if c.blocks else _stitched(c, got)
+        if found is None:
             out.whole.append(file)
             continue
+        offsets, between = found
         out.offsets[file] = {k: off for k, off in offsets.items() if off is not None}
-        out.frames[file] = sum(got[k].span.frames for k in out.offsets[file]) + out.frames.get(file, 0)
+        out.frames[file] = sum(got[k].span.frames for k in out.offsets[file]) + between
     return out
 
 
-def _stitched(c: Capture, got: dict[int, Block]) -> dict[int, int | None] | None:
+Found = tuple[dict[int, int | None], int]  # the offsets of a capture's parts; the frames between them
+
+
+def _stitched(c: Capture, got: dict[int, Block]) -> Found | None:
     if len(got) != len(c.ranges):
         return None
     offsets = stitch(c.layout, [(a, b, got[k].span) for k, (a, b) in enumerate(c.ranges)])
-    return None if offsets is None else dict(enumerate(offsets))
+    return None if offsets is None else (dict(enumerate(offsets)), 0)
 
 
-def _joined(file: int, c: Capture, got: dict[int, Block], out: Checked) -> dict[int, int | None] | None:
+def _joined(file: int, c: Capture, got: dict[int, Block], rows: list[tuple[Any, ...]]) -> Found | None:
+    """The packets of the records put together between blocks go to rows."""
     starts = sorted(got)
     joined = join(c.layout, c.size, [got[k] for k in starts])
     if joined is None:
@@ -285,9 +289,8 @@ def _joined(file: int, c: Capture, got: dict[int, Block], out: Checked) -> dict[
     for frame in joined.frames:
         key = packet_key(frame)
         if key is not None:
-            out.joined.append((file, key, frame.number, frame.ts, frame.linktype, frame.data, frame.wirelen))
-    out.frames[file] = len(joined.frames)
-    return dict(zip(starts, joined.offsets, strict=True))
+            rows.append((file, key, frame.number, frame.ts, frame.linktype, frame.data, frame.wirelen))
+    return dict(zip(starts, joined.offsets, strict=True)), len(joined.frames)
 
 
 # -- 3. the groups ----------------------------------------------------------------------

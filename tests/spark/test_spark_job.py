@@ -139,6 +139,23 @@ def test_tables_equal_single_process_when_captures_are_read_by_parts(spark: Any,
         assert p.ranges_read <= size + len(p.ranged) + sum(c.head_read for c in p.ranged)
 
 
+def test_the_driver_reads_heads_through_hadoop(spark: Any) -> None:
+    """A capture on another file system is planned from its head, read through Hadoop's client."""
+    from kdissect.spark import split
+    from kdissect.spark.inputs import hadoop_head
+
+    path = str(PROJECT / "kafka" / "mock_ck_transactions.pcap")
+    blob = Path(path).read_bytes()
+    head = hadoop_head(spark, f"file://{path}")
+    assert head(0, 24) == blob[:24] and head(100, 50) == blob[100:150] and head(len(blob) - 3, 10) == blob[-3:]
+    remote = split.capture(f"file://{path}", len(blob), 8 * 1024, head, blocks=True)
+    local = split.capture(path, len(blob), 8 * 1024)
+    assert remote is not None and local is not None
+    assert (remote.layout, remote.ranges, remote.head_read) == (local.layout, local.ranges, local.head_read)
+    with pytest.raises(UsageError, match="no such file"):
+        hadoop_head(spark, f"file://{path}.missing")(0, 10)
+
+
 def test_spark_io_reads_the_same(spark: Any, tmp_path: Path) -> None:
     dirs = [d for d in (SHARED / "pulsar", SHARED / "rocketmq") if d.is_dir()]
     if not dirs:
