@@ -31,6 +31,10 @@ class Options:
     # `read` without -V, -x or -Y); summaries stay the same, the field tree is shallower.
     record_detail: bool = True
     tls_keylog: str | None = None  # an NSS key log file: TLS conversations are decrypted with it
+    # True: nothing of the conversation is shown; it is decoded only for its own state and for
+    # what it teaches the capture's other conversations (Teaches), so a dissector may leave the
+    # other bodies undecoded.
+    teach_only: bool = False
 
 
 DEFAULT_OPTIONS = Options()

@@ -8,7 +8,7 @@ from kdissect.dissect.keyinfo import KeyInfo
 from kdissect.errors import DecodeError
 from kdissect.framing.length_prefixed import Framer, LengthPrefixedFramer
 from kdissect.kafka import body as kbody
-from kdissect.kafka import fieldkeys, hooks
+from kdissect.kafka import fieldkeys, hooks, topicids
 from kdissect.kafka.apis import APIS
 from kdissect.kafka.columns import COLUMNS
 from kdissect.kafka.conversation import KafkaConversation
@@ -277,6 +277,8 @@ class KafkaDissector:
 
     def _body(self, msg: Message, r: WireReader, api_key: int, version: int, is_request: bool,
               opts: Options, state: KafkaConversation) -> None:
+        if opts.teach_only and api_key != SASL_HANDSHAKE and not topicids.teaches(api_key, is_request, version):
+            return  # teaches nothing; a SaslHandshake answer changes how the conversation goes on
         budget = Budget(opts)
         body = kbody.decode_body(api_key, version, is_request, r, opts, state, budget)
         msg.inflated += budget.inflated

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+from kdissect.kafka.apis import APIS
 from kdissect.kafka.ops import Ctx
 from kdissect.kafka.schema_messages import REQUESTS, RESPONSES
 from kdissect.kafka.schema_types import FieldRow
@@ -88,21 +89,48 @@ def _since(rows: tuple[FieldRow, ...]) -> int:
     return min(lows, default=1 << 15)
 
 
-def _table() -> tuple[dict[tuple[int, bool], tuple[Path, ...]], dict[tuple[int, bool], int]]:
-    table: dict[tuple[int, bool], tuple[Path, ...]] = {}
+def _pairing(rows: tuple[FieldRow, ...], path: Path) -> list[tuple[int, int]]:
+    """The version ranges in which a struct at `path` holds a topic id beside a topic name."""
+    level = [rows]
+    for name in path:
+        level = [r.children for kids in level for r in kids if r.name == name and r.children]
+    return [(max(i.min_version, n.min_version), min(i.max_version, n.max_version))
+            for kids in level for i in kids if i.name == ID and i.type == "uuid"
+            for n in kids if n.name in NAMES and max(i.min_version, n.min_version) <= min(i.max_version, n.max_version)]
+
+
+Table = dict[tuple[int, bool], tuple[Path, ...]]
+
+
+def _table() -> tuple[Table, dict[tuple[int, bool], int], dict[tuple[int, bool], tuple[tuple[int, int], ...]]]:
+    table: Table = {}
     since: dict[tuple[int, bool], int] = {}
+    pairs: dict[tuple[int, bool], tuple[tuple[int, int], ...]] = {}
     for is_request, messages in ((True, REQUESTS), (False, RESPONSES)):
         for api_key, rows in messages.items():
             paths = _paths(rows, ())
             if paths:
                 table[(api_key, is_request)] = tuple(paths)
                 since[(api_key, is_request)] = _since(rows)
-    return table, since
+                pairs[(api_key, is_request)] = tuple(r for path in paths for r in _pairing(rows, path))
+    return table, since, pairs
 
 
-# (api key, is request) → the paths of the structs that carry a topic id, and the first version
-# that has one (older versions are not walked: Produce before v13 names its topics).
-ID_PATHS, ID_SINCE = _table()
+# (api key, is request) → the paths of the structs that carry a topic id, the first version
+# that has one (older versions are not walked: Produce before v13 names its topics), and the
+# version ranges in which one of them names the topic beside its id (the bodies `note` learns from).
+ID_PATHS, ID_SINCE, PAIRED = _table()
+
+
+def teaches(api_key: int, is_request: bool, version: int) -> bool:
+    """Whether a body of this version may pair a topic id with its name: the only Kafka bodies
+    a conversation decoded for what it teaches needs (a version newer than the newest known is
+    decoded as the newest)."""
+    ranges = PAIRED.get((api_key, is_request))
+    if not ranges:
+        return False
+    v = min(version, APIS[api_key].newest)
+    return any(lo <= v <= hi for lo, hi in ranges)
 
 
 def structs_at(fields: list[Field], path: Path) -> list[list[Field]]:

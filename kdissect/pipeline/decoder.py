@@ -59,8 +59,8 @@ class Decoder:
         self.keylog = KeyLog(opts.tls_keylog) if opts.tls_keylog else None
         # what the dissectors learn over the capture (dissect/base.py)
         self.shared = shared if shared is not None else CaptureState()
-        # Conversations another worker outputs, decoded for what they teach: records counted only.
-        self.quiet_opts = replace(opts, decode_records=False, record_detail=False)
+        # Conversations another worker outputs, decoded for what they teach.
+        self.quiet_opts = replace(opts, decode_records=False, record_detail=False, teach_only=True)
 
     # -- the Tracker's Upper interface ---------------------------------------------------
 

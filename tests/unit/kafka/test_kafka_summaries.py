@@ -7,16 +7,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from support import CAPTURES, shared_path, sidecar_decode_as
+from support import CAPTURES, SHARED_CAPTURES, shared_path, sidecar_decode_as
 
 from kdissect.capture.l2l4 import decode
 from kdissect.capture.pcapfile import CaptureFile
 from kdissect.capture.pcapwriter import PcapWriter
 from kdissect.dissect.base import CaptureState, Options
+from kdissect.kafka.apis import APIS
 from kdissect.kafka.dissector import DISSECTOR
-from kdissect.kafka.topicids import ID_PATHS, MAX_IDS, NO_ID, TopicIds
+from kdissect.kafka.topicids import ID_PATHS, MAX_IDS, NO_ID, TopicIds, teaches
 from kdissect.model import Message
-from kdissect.pipeline import dissect_file
+from kdissect.pipeline import Pipeline, dissect_file
 from kdissect.protocols import DissectorRegistry
 from kdissect.stream.flow import Endpoint
 
@@ -102,6 +103,40 @@ def test_topic_id_paths_come_from_the_specification() -> None:
     assert ID_PATHS[(METADATA, False)] == (("topics",),)
     assert ("topics",) in ID_PATHS[(75, False)]  # DescribeTopicPartitions
     assert (2, False) not in ID_PATHS  # ListOffsets names topics
+
+
+def test_only_bodies_that_name_a_topic_beside_its_id_teach() -> None:
+    assert teaches(METADATA, False, 10) and teaches(METADATA, True, 12)
+    assert not teaches(METADATA, False, 9)  # no topic ids yet
+    assert teaches(METADATA, False, APIS[METADATA].newest + 5)  # decoded as the newest
+    assert teaches(75, False, 0)  # DescribeTopicPartitions
+    assert not teaches(FETCH, False, 16) and not teaches(FETCH, True, 13)  # ids without names
+    assert not teaches(0, True, 13) and not teaches(0, False, 3)  # Produce
+    assert not teaches(2, False, 5) and not teaches(9999, False, 0)  # ListOffsets; an unknown API
+
+
+def _lessons(path: Path, quiet: bool) -> dict[type, object]:
+    pipe = Pipeline(DissectorRegistry(decode_as=sidecar_decode_as(path, "kafka")),
+                    flow_filter=(lambda a, b: False) if quiet else None)
+    with CaptureFile(str(path)) as cap:
+        for frame in cap:
+            pipe.feed(frame)
+    pipe.finish()
+    return pipe.shared.lessons()
+
+
+def test_a_quiet_decoding_learns_what_a_full_one_learns() -> None:
+    """A conversation another worker outputs is decoded only for what it teaches: the topic
+    ids it learns, and the frames it learns them at, are those of a full decoding."""
+    paths = sorted((CAPTURES / "kafka").glob("*.pcap*"))
+    if SHARED_CAPTURES.exists():
+        paths += sorted((SHARED_CAPTURES / "kafka").glob("*.pcap*"))
+    taught = 0
+    for path in paths:
+        full = _lessons(path, quiet=False)
+        assert _lessons(path, quiet=True) == full, path
+        taught += sum(len(ids) for ids in full.values())
+    assert taught > 0  # some captures teach ids
 
 
 def test_topic_ids_are_bounded_and_forget_the_oldest() -> None:
