@@ -8,6 +8,7 @@ values.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -36,14 +37,10 @@ def compile_projection(p: Projection) -> Compiled:
     return tuple((name, tuple(getter(path) for path in paths), converter(t)) for name, t, paths in p)
 
 
-_COMPILED: dict[str, Compiled] = {}
-
-
-def _compiled(name: str, p: Projection) -> Compiled:
-    c = _COMPILED.get(name)
-    if c is None:
-        c = _COMPILED[name] = compile_projection(p)
-    return c
+@functools.cache
+def _projections() -> tuple[tuple[str, Compiled], ...]:
+    """Each protocol's struct column: its name and compiled projection, in the list's order."""
+    return tuple((proto.name, compile_projection(proto.columns)) for proto in protocols.dissectors())
 
 
 def project(c: Compiled, fields: dict[str, Any], info: dict[str, Any]) -> Row:
@@ -89,9 +86,8 @@ def message_row(m: Message, max_bytes: int = 256, d: dict[str, Any] | None = Non
         "tls": d.get("tls"),
         "date": utc_date(ts),
     }
-    for proto in protocols.dissectors():
-        mine = proto.name == m.protocol
-        row[proto.name] = project(_compiled(proto.name, proto.columns), fields, info) if mine else None
+    for name, projection in _projections():
+        row[name] = project(projection, fields, info) if name == m.protocol else None
     return row
 
 
