@@ -202,6 +202,14 @@ def decode_options(f: F) -> F:
     return f
 
 
+def flush_option(f: F) -> F:
+    """-l, tshark's: standard output flushed after each message (off a terminal it is written
+    in blocks otherwise: `main` makes it so even under PYTHONUNBUFFERED)."""
+    return click.option("-l", "flush_each", is_flag=True,
+                        help="Flush standard output after each message, as tshark's -l (for a "
+                             "reader of a live pipe).")(f)
+
+
 def write_options(f: F) -> F:
     """-w FILE (the packets of the shown messages, as pcapng), --with-peer and -P."""
     decorators = [

@@ -207,3 +207,47 @@ def test_export_into_a_directory_is_one_line_and_exit_2(capture: Path, tmp_path:
     r = run("export", str(capture), "-o", str(tmp_path))
     assert r.returncode == 2
     assert r.stderr.startswith(f"kdissect: error: cannot write {tmp_path}: ") and r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", [["read"], ["export", "-F", "jsonl"]], ids=["read", "export"])
+def test_l_flushes_each_message_for_a_reader_of_a_live_pipe(capture: Path, command: list[str]) -> None:
+    """With -l (tshark's), each message reaches the pipe as it is decoded, while the capture is
+    still coming; the whole output is that of the file. PYTHONUNBUFFERED changes neither."""
+    import os
+    import select
+
+    data = capture.read_bytes()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([*KDISSECT, *command, "-l", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(data[:len(data) // 60])  # a few messages: less than a buffer of output
+        proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, "no message before the end of the capture"
+        first = proc.stdout.readline()
+        proc.stdin.write(data[len(data) // 60:])
+        proc.stdin.close()
+        rest = proc.stdout.read()
+        assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        proc.kill()
+    whole = run(*command, str(capture))
+    assert (first + rest).decode() == whole.stdout.replace(str(capture), "standard input")
+
+
+def test_standard_output_is_written_in_blocks_off_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under PYTHONUNBUFFERED standard output has no buffer: main() gives it one."""
+    import io
+
+    from kdissect.cli import _buffered_stdout
+
+    raw = io.FileIO(tmp_path / "out", "w")
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding="utf-8", write_through=True))
+    _buffered_stdout()
+    assert isinstance(sys.stdout.buffer, io.BufferedWriter)
+    sys.stdout.write("one line\n")
+    assert (tmp_path / "out").read_bytes() == b""
+    sys.stdout.flush()
+    assert (tmp_path / "out").read_bytes() == b"one line\n"

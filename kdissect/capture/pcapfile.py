@@ -163,7 +163,7 @@ class CaptureFile:
         if stream is None:
             stream = _stdin() if path == STDIN else self._open(path)
         try:
-            head = stream.read(4)
+            head = _head(stream)
             self._src = _Source(stream, head, head[:2] == GZIP_MAGIC)
             self._f = io.BufferedReader(self._src, _CHUNK)
             self._magic = self._f.read(4)
@@ -473,6 +473,22 @@ def capture_size(path: str) -> int:
     except OSError:
         return 0
     return st.st_size if stat.S_ISREG(st.st_mode) else 0
+
+
+def _head(stream: BinaryIO) -> bytes:
+    """The first bytes of a capture, four at least unless it is shorter, and whatever more the
+    stream already holds: a buffered stream asked later for more than it holds would wait for
+    more to come, so that the bytes of a live pipe would be decoded only once the next arrive."""
+    read1 = getattr(stream, "read1", None)
+    if read1 is None:
+        return stream.read(4)
+    head = b""
+    while len(head) < 4:
+        more = read1(_CHUNK)
+        if not more:
+            break
+        head += more
+    return head
 
 
 def _stdin() -> BinaryIO:
