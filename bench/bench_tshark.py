@@ -111,9 +111,9 @@ def main() -> int:
     if not shutil.which("tshark"):
         sys.exit("tshark is not installed (apt-get install tshark)")
     kd = shlex.split(a.kdissect)
-    # kdissect runs as installed: its output buffered (PYTHONUNBUFFERED, set in some CI and
-    # container environments, makes every output line a system call) and its bytecode cached.
-    kd_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE")}
+    # kdissect runs as installed: its bytecode cached (its output is written in blocks off a
+    # terminal whatever PYTHONUNBUFFERED says).
+    kd_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     pure_env = {**kd_env, "KDISSECT_PURE": "1"}
     print(f"{'capture / command':<44}{'kdissect s':>11}{'other s':>10}{'ratio':>8}{'msgs/CPU-s':>12}"
           f"{'max RSS MB':>11}")
