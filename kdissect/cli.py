@@ -270,7 +270,6 @@ def _buffered_stdout() -> None:
     sys.stdout = io.TextIOWrapper(io.BufferedWriter(out.buffer), encoding=out.encoding, errors=out.errors)
 
 
-
 def main() -> None:
     _tune_gc()
     _buffered_stdout()

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from kdissect.errors import KdissectError, UsageError
 from kdissect.spark.inputs import FileList, driver_path, hadoop_files, hadoop_head
 from kdissect.spark.progress import Counters, Progress
-from kdissect.spark.schema import PARTITION_COLUMNS, combined_columns
+from kdissect.spark.schema import PARTITION_COLUMNS, RECORD_MESSAGE_COLUMNS, combined_columns
 from kdissect.spark.session import cancel_on_interrupt, hadoop_errors
 from kdissect.spark.split import Capture, capture, decode_ranges
 from kdissect.spark.sqltypes import ddl
@@ -179,10 +179,11 @@ def _binary_input(spark: Any, units: list[Unit]) -> Any:
 def tables(df: Any) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
+    message = [name for name, _ in RECORD_MESSAGE_COLUMNS]
     return {
         "messages": df.drop("_records", "_transaction"),
         "transactions": df.where(F.col("_transaction").isNotNull()).select("_transaction.*"),
-        "records": df.select(F.explode("_records").alias("r")).select("r.*"),
+        "records": df.select(*message, "date", F.explode("_records").alias("r")).select(*message, "r.*", "date"),
     }
 
 

@@ -182,9 +182,10 @@ def payload_bytes(row: Row) -> int:
 
 
 def combined_row(m: Message, max_bytes: int = 256) -> Row:
-    """One pass for all three tables: the message row with its records and transaction."""
+    """One pass for all three tables: the message row with its records (their own columns:
+    schema.combined_columns) and transaction."""
     row = message_row(m, max_bytes)
-    row["_records"] = record_rows(m, max_bytes)
+    row["_records"] = extract(m, max_bytes)
     row["_transaction"] = transaction_row(m)
     return row
 

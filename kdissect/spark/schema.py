@@ -128,10 +128,12 @@ def layer_columns(layer: str) -> Columns:
 
 def combined_columns() -> Columns:
     """What one executor task returns: a message row plus its records and, for a response, its
-    transaction, so that one pass over the captures feeds all three tables."""
+    transaction, so that one pass over the captures feeds all three tables. A record holds its
+    own columns only: the records table takes its message's (RECORD_MESSAGE_COLUMNS, date)
+    from the row around it."""
     return (
         *message_columns(),
-        ("_records", array(struct(RECORD_COLUMNS))),
+        ("_records", array(struct(records.COLUMNS))),
         ("_transaction", struct(TRANSACTION_COLUMNS)),
     )
 
