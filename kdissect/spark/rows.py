@@ -8,7 +8,6 @@ values.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -37,10 +36,14 @@ def compile_projection(p: Projection) -> Compiled:
     return tuple((name, tuple(getter(path) for path in paths), converter(t)) for name, t, paths in p)
 
 
-@functools.cache
-def _projections() -> tuple[tuple[str, Compiled], ...]:
-    """Each protocol's struct column: its name and compiled projection, in the list's order."""
-    return tuple((proto.name, compile_projection(proto.columns)) for proto in protocols.dissectors())
+_COMPILED: dict[str, Compiled] = {}
+
+
+def _compiled(name: str, p: Projection) -> Compiled:
+    c = _COMPILED.get(name)
+    if c is None:
+        c = _COMPILED[name] = compile_projection(p)
+    return c
 
 
 def project(c: Compiled, fields: dict[str, Any], info: dict[str, Any]) -> Row:
@@ -86,8 +89,9 @@ def message_row(m: Message, max_bytes: int = 256, d: dict[str, Any] | None = Non
         "tls": d.get("tls"),
         "date": utc_date(ts),
     }
-    for name, projection in _projections():
-        row[name] = project(projection, fields, info) if name == m.protocol else None
+    for proto in protocols.dissectors():
+        mine = proto.name == m.protocol
+        row[proto.name] = project(_compiled(proto.name, proto.columns), fields, info) if mine else None
     return row
 
 
