@@ -13,8 +13,9 @@ Quirks, each named after what the broker and clients actually do:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
+from kdissect import accel
 from kdissect.dissect.base import MAX_ELEMENTS
 from kdissect.errors import BadLength
 from kdissect.kafka.apis import APIS
@@ -49,8 +50,7 @@ def response_header_version(api_key: int, version: int) -> int:
     return 1 if is_flexible(api_key, version) else 0
 
 
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
+class RequestHeader(NamedTuple):
     api_key: int
     api_version: int
     correlation_id: int
@@ -94,6 +94,7 @@ def read_request_header(r: WireReader) -> tuple[RequestHeader, Field]:
     if hv == 0 and r.remaining != CONTROLLED_SHUTDOWN_V0_BODY and _client_id_then_body(r):
         hv = 1
     client_id = r.string16() if hv >= 1 else None
+    client_end = r.pos
     tagged = skip_tagged_fields(r) if hv >= 2 else {}
     children = [
         Field("api_key", api_key, start, 2, hint=ENUM, display=api_name(api_key)),
@@ -101,7 +102,7 @@ def read_request_header(r: WireReader) -> tuple[RequestHeader, Field]:
         Field("correlation_id", corr, start + 4, 4),
     ]
     if hv >= 1:
-        children.append(Field("client_id", client_id, start + 8, r.pos - start - 8))
+        children.append(Field("client_id", client_id, start + 8, client_end - start - 8))
     for tag, raw in tagged.items():
         children.append(Field(f"tag_{tag}", raw, hint="raw"))
     hdr = RequestHeader(api_key, api_version, corr, client_id, hv, tagged)
@@ -116,3 +117,6 @@ def read_response_header(r: WireReader, header_version: int) -> tuple[int, Field
         for tag, raw in skip_tagged_fields(r).items():
             children.append(Field(f"tag_{tag}", raw, hint="raw"))
     return corr, struct("header", children, start, r.pos - start)
+
+
+accel.bind(globals(), "kdissect.kafka._headers", ("read_request_header", "read_response_header"))

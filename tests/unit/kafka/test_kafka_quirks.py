@@ -100,3 +100,16 @@ def test_response_api_inferred_when_unambiguous() -> None:
     alone = run(resp.data, False, DISSECTOR.new_state())
     assert alone.info["op"] == "Metadata" and alone.info["topics"] == resp.info["topics"]
     assert "kafka.api_inferred" in keys(alone) and "kafka.request_not_captured" not in keys(alone)
+
+
+def test_the_client_id_of_a_flexible_header_spans_its_string_not_the_tagged_fields() -> None:
+    # Metadata v12 (flexible): client_id "client", then a tagged section with one field.
+    tags = bytes([1, 5, 2]) + b"ab"
+    data = struct.pack(">hhih", 3, 12, 7, 6) + b"client" + tags + b"\x01\x00\x00"
+    req = run(frame(data), True, KafkaConversation())
+    header = req.fields[1]
+    client = header.children[3]
+    assert (client.name, client.value, client.offset, client.length) == ("client_id", "client", 12, 8)
+    tag = header.children[4]
+    assert (tag.name, tag.value) == ("tag_5", b"ab")
+    assert header.length == 8 + 8 + len(tags)
