@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kdissect import accel
 from kdissect.kafka.ops import Ctx
 from kdissect.kafka.topicids import topic_ids
 from kdissect.model import Field
@@ -252,6 +253,10 @@ def sasl_authenticate_response(fields: list[Field], ctx: Ctx) -> str:
     message = value(fields, "error_message")
     return _words(_sasl_token(fields), f"message={message!r}" if message else "")
 
+
+# The compiled twins replace these functions before the table below takes them.
+accel.bind(globals(), "kdissect.kafka._summary", (
+    "child", "value", "text", "elements", "topic_label", "_limit", "produce_request", "partition_offsets"))
 
 SUMMARISERS: dict[tuple[int, bool], Summariser] = {
     (0, True): produce_request,
