@@ -18,13 +18,19 @@ from kdissect.errors import UsageError
 
 
 def dissectors() -> list[Dissector]:
-    """Every protocol kdissect decodes."""
-    from kdissect.kafka.dissector import DISSECTOR as kafka
-    from kdissect.pulsar.dissector import DISSECTOR as pulsar
-    from kdissect.rocketmq.dissector import DISSECTOR as rocketmq
-    from kdissect.zookeeper.dissector import DISSECTOR as zookeeper
+    """Every protocol kdissect decodes (a new list each time)."""
+    global _DISSECTORS
+    if _DISSECTORS is None:  # imported on first use: a command that decodes nothing loads no protocol
+        from kdissect.kafka.dissector import DISSECTOR as kafka
+        from kdissect.pulsar.dissector import DISSECTOR as pulsar
+        from kdissect.rocketmq.dissector import DISSECTOR as rocketmq
+        from kdissect.zookeeper.dissector import DISSECTOR as zookeeper
 
-    return [kafka, rocketmq, pulsar, zookeeper]
+        _DISSECTORS = (kafka, rocketmq, pulsar, zookeeper)
+    return list(_DISSECTORS)
+
+
+_DISSECTORS: tuple[Dissector, ...] | None = None
 
 
 def catalogues() -> list[Catalogue]:
