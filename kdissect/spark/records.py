@@ -1,5 +1,6 @@
 """Records (Kafka records, Pulsar messages, RocketMQ messages) found generically in a message's
-Field tree. Pure Python; of the protocol packages only Kafka's codec-id table is imported.
+Field tree (spark/_records.pyx is its compiled twin). Of the protocol packages only Kafka's
+codec-id table is imported.
 
 The rules, by field name and hint only:
 - a record array is an ARRAY named in RECORD_ARRAYS; each STRUCT element is a record, unless it
@@ -24,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kdissect import accel
 from kdissect.kafka.compression import CODECS as KAFKA_CODECS
 from kdissect.model import ARRAY, BYTES, STRUCT, Field, Message
 from kdissect.render.jsonout import text_or_hex
@@ -326,3 +328,6 @@ def _headers(f: Field | None, max_bytes: int) -> dict[str, bytes | None]:
             if c.children is None:
                 out[c.name] = _binary(c.value if isinstance(c.value, (bytes, str)) else _text(c.value, 0))
     return out
+
+
+accel.bind(globals(), "kdissect.spark._records", ("extract",))

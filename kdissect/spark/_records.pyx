@@ -1,0 +1,349 @@
+"""Compiled twin of `extract` in kdissect/spark/records.py (see kdissect/accel.py): the same
+records, column for column and type for type, for every message.
+
+The rules are records.py's, read from its tables. The difference is how a tree is read: Field
+slots at their offsets (kdissect/_model.pxd), and a Row whose child Fields were never built is
+read from its columns and values without building them (records.py's walk builds them): a
+column holding a scalar is seen as a leaf with the column's name and hint, one holding a Field
+as that Field, which is what Row.children would give.
+"""
+
+from kdissect._model cimport (F_CHILDREN, F_DISPLAY, F_HINT, F_NAME, F_VALUE, R_COLUMNS, R_KIDS,
+                              R_VALUES, read_slot, reads_field_slots, reads_row_slots)
+
+import kdissect.spark.records as R
+from kdissect.model import ARRAY, BYTES, STRUCT, Field, Row
+from kdissect.spark.values import as_bigint, as_int
+
+cdef object _ARRAY = ARRAY, _BYTES = BYTES, _STRUCT = STRUCT
+cdef object _Field = Field, _Row = Row
+cdef frozenset RECORD_ARRAYS = R.RECORD_ARRAYS
+cdef tuple VALUE_NAMES = R.VALUE_NAMES, KEY_NAMES = R.KEY_NAMES, HEADER_NAMES = R.HEADER_NAMES
+cdef tuple TOPIC_NAMES = R.TOPIC_NAMES, TOPIC_ID_NAMES = R.TOPIC_ID_NAMES, PARTITION_NAMES = R.PARTITION_NAMES
+cdef tuple RECORD_TOPIC = R.RECORD_TOPIC, RECORD_PARTITION = R.RECORD_PARTITION, OFFSET_NAMES = R.OFFSET_NAMES
+cdef tuple TIME_NAMES = tuple((n,) for n in R.TIME_NAMES)
+cdef tuple PRODUCER_ID = R.PRODUCER_ID, PRODUCER_EPOCH = R.PRODUCER_EPOCH, BASE_SEQUENCE = R.BASE_SEQUENCE
+cdef tuple SEQUENCE = R.SEQUENCE, OFFSET_DELTA = R.OFFSET_DELTA, CODEC_NAME = R.CODEC_NAME
+cdef tuple CODEC_BITS = R.CODEC_BITS, LEDGER_ID = R.LEDGER_ID, ENTRY_ID = R.ENTRY_ID
+cdef tuple BATCH_INDEX = R.BATCH_INDEX, INFO_TOPIC = R.INFO_TOPIC, INFO_PARTITION = R.INFO_PARTITION
+cdef tuple INFO_PRODUCER = R.INFO_PRODUCER
+cdef frozenset CONTEXT_NAMES = frozenset(R.TOPIC_NAMES + R.TOPIC_ID_NAMES + R.PARTITION_NAMES)
+cdef int SEARCH_DEPTH = R.SEARCH_DEPTH
+cdef object MAX_TIMESTAMP_MS = R.MAX_TIMESTAMP_MS
+cdef object KAFKA_CODECS = R.KAFKA_CODECS
+cdef object _pure_headers = None, _pure_text = None
+cdef object INT32_LO = -(1 << 31), INT32_HI = (1 << 31) - 1, INT64_LO = -(1 << 63), INT64_HI = (1 << 63) - 1
+
+
+cdef void _load():
+    global _pure_headers, _pure_text
+    if _pure_headers is None:
+        _pure_headers = R._headers
+        _pure_text = R._text
+
+
+cdef class _Leaf:
+    """A scalar column of a Row whose child Fields were not built: what its Field would hold."""
+    cdef object name, value, hint
+
+
+# -- reading a node: a Field (or Row), or a _Leaf ---------------------------------------------
+
+cdef inline object _name(object f):
+    if type(f) is _Leaf:
+        return (<_Leaf>f).name
+    return read_slot(f, reads_field_slots(f), F_NAME, "name")
+
+
+cdef inline object _value(object f):
+    if type(f) is _Leaf:
+        return (<_Leaf>f).value
+    return read_slot(f, reads_field_slots(f), F_VALUE, "value")
+
+
+cdef inline object _hint(object f):
+    if type(f) is _Leaf:
+        return (<_Leaf>f).hint
+    return read_slot(f, reads_field_slots(f), F_HINT, "hint")
+
+
+cdef inline object _display(object f):
+    if type(f) is _Leaf:
+        return None
+    return read_slot(f, reads_field_slots(f), F_DISPLAY, "display")
+
+
+cdef object _children(object f):
+    """f.children, without building the child Fields of a Row: a list of nodes, or None."""
+    cdef _Leaf leaf
+    cdef Py_ssize_t i
+    if type(f) is _Leaf:
+        return None
+    if not reads_row_slots(f):
+        return read_slot(f, reads_field_slots(f), F_CHILDREN, "children")
+    kids = read_slot(f, True, R_KIDS, "_kids")
+    if kids is not None:
+        return kids
+    columns = read_slot(f, True, R_COLUMNS, "columns")
+    values = read_slot(f, True, R_VALUES, "values")
+    if type(columns) is not tuple or type(values) is not tuple or len(columns) != len(values):
+        return f.children  # what Row.children makes of it (it raises as the pure walk would)
+    out = []
+    for i in range(len(values)):
+        v = (<tuple>values)[i]
+        if isinstance(v, _Field):
+            out.append(v)
+        else:
+            col = (<tuple>columns)[i]
+            leaf = _Leaf.__new__(_Leaf)
+            leaf.name, leaf.hint = col
+            leaf.value = v
+            out.append(leaf)
+    return out
+
+
+# -- records.py's rules ---------------------------------------------------------------------
+
+cdef class _Where:
+    cdef object topic, partition, producer
+    cdef tuple around
+    cdef bint in_array
+
+
+cdef object _first(dict d, tuple names):
+    for n in names:
+        v = d.get(n)
+        if v is not None:
+            return v
+    return None
+
+
+cdef _Where _where_of(tuple chain, _Where where):
+    topic, part, topic_id = where.topic, where.partition, None
+    for f in chain:
+        found = {}
+        for c in _children(f) or ():
+            name = _name(c)
+            if name in CONTEXT_NAMES and _children(c) is None:
+                v = _value(c)
+                if v is not None:
+                    found[name] = v
+        if found:
+            t, p, i = _first(found, TOPIC_NAMES), _first(found, PARTITION_NAMES), _first(found, TOPIC_ID_NAMES)
+            topic = topic if t is None else t
+            part = part if p is None else p
+            topic_id = topic_id if i is None else i
+    cdef _Where w = _Where.__new__(_Where)
+    w.topic = topic if topic is not None else topic_id
+    w.partition = part
+    w.around = tuple([_levels(f) for f in reversed(chain)])
+    w.producer = where.producer
+    w.in_array = True
+    return w
+
+
+cdef void _walk(object f, tuple chain, _Where where, list out) except *:
+    if _hint(f) == _STRUCT:
+        chain = chain + (f,)
+    for c in _children(f) or ():
+        if _children(c):
+            if _hint(c) == _ARRAY and _name(c) in RECORD_ARRAYS:
+                _records(c, chain, where, out)
+            else:
+                _walk(c, chain, where, out)
+
+
+cdef void _records(object arr, tuple chain, _Where where, list out) except *:
+    here = None
+    for e in _children(arr) or ():
+        if _hint(e) != _STRUCT:
+            continue
+        nested = False
+        for c in _children(e) or ():
+            if _hint(c) == _ARRAY and _name(c) in RECORD_ARRAYS:
+                nested = True
+                break
+        if nested:
+            _walk(e, chain, where, out)
+        else:
+            if here is None:
+                here = _where_of(chain, where)
+            out.append((e, here))
+
+
+cdef list _levels(object f):
+    out = []
+    level = [f]
+    cdef int depth
+    cdef dict byname
+    cdef list nxt
+    for depth in range(SEARCH_DEPTH):
+        byname = {}
+        nxt = []
+        for s in level:
+            for c in _children(s) or ():
+                name = _name(c)
+                if name not in byname:
+                    byname[name] = c
+                if _hint(c) == _STRUCT:
+                    nxt.append(c)
+        out.append(byname)
+        if not nxt:
+            break
+        level = nxt
+    return out
+
+
+cdef object _nearest(list levels, tuple names):
+    cdef dict byname
+    for byname in levels:
+        for n in names:
+            hit = byname.get(n)
+            if hit is not None:
+                return hit
+    return None
+
+
+cdef object _scalar(list levels, tuple names):
+    hit = _nearest(levels, names)
+    return None if hit is None or _children(hit) is not None else _value(hit)
+
+
+cdef object _fact_field(list own, _Where where, tuple names, bint around_first):
+    order = (*where.around, own) if around_first else (own, *where.around)
+    for lv in order:
+        hit = _nearest(<list>lv, names)
+        if hit is not None and _children(hit) is None and _value(hit) is not None:
+            return hit
+    return None
+
+
+cdef object _fact(list own, _Where where, tuple names, bint around_first=False):
+    hit = _fact_field(own, where, names, around_first)
+    return None if hit is None else _value(hit)
+
+
+cdef inline object _int32(object v):
+    if type(v) is int:
+        return v if INT32_LO <= v <= INT32_HI else None
+    return as_int(v)
+
+
+cdef inline object _int64(object v):
+    if type(v) is int:
+        return v if INT64_LO <= v <= INT64_HI else None
+    return as_bigint(v)
+
+
+cdef object _binary(object v):
+    if type(v) is bytes:
+        return v
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v)
+    if isinstance(v, str):
+        return v.encode("utf-8", "surrogatepass")
+    return None
+
+
+cdef object _utf8(object b):
+    if b is None:
+        return None
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+cdef object _text(object v, object max_bytes):
+    if v is None or type(v) is str:
+        return v
+    return _pure_text(v, max_bytes)
+
+
+cdef object _timestamp(list lv):
+    for n in TIME_NAMES:
+        v = _int64(_scalar(lv, n))
+        if v is not None and v > 0:
+            return v
+    return None
+
+
+cdef object _sequence(object v):
+    n = _int32(v)
+    return n if n is not None and n >= 0 else None
+
+
+cdef object _record_sequence(list lv, object base):
+    own = _int64(_scalar(lv, SEQUENCE))
+    if own is not None and own >= 0:
+        return own
+    delta = _int32(_scalar(lv, OFFSET_DELTA))
+    return None if base is None or delta is None or delta < 0 else base + delta
+
+
+cdef object _codec(list lv, _Where where):
+    named = _fact_field(lv, where, CODEC_NAME, True)
+    if named is not None:
+        display = _display(named)
+        if isinstance(display, str):
+            return display.lower()
+    bits = _int32(_fact(lv, where, CODEC_BITS, True))
+    return None if bits is None else KAFKA_CODECS.get(bits & 0x07, f"codec{bits & 0x07}")
+
+
+cdef dict _record(object index, object f, _Where where, object max_bytes):
+    lv = _levels(f)
+    topic = _scalar(lv, RECORD_TOPIC)
+    part = _scalar(lv, RECORD_PARTITION)
+    value = _nearest(lv, VALUE_NAMES)
+    raw = _binary(_value(value) if value is not None else None)
+    key = _binary(_scalar(lv, KEY_NAMES))
+    ms = _timestamp(lv)
+    producer = _fact(lv, where, PRODUCER_ID)
+    base = _sequence(_fact(lv, where, BASE_SEQUENCE))
+    headers = _nearest(lv, HEADER_NAMES)
+    return {
+        "index": index,
+        "topic": _text(where.topic if topic is None else topic, max_bytes),
+        "partition": _int32(where.partition if part is None else part),
+        "offset": _int64(_scalar(lv, OFFSET_NAMES)),
+        "timestamp_ms": ms,
+        "timestamp": None if ms is None or ms > MAX_TIMESTAMP_MS else ms * 1000,
+        "key": key,
+        "key_text": _utf8(key),
+        "value": raw,
+        "value_text": _utf8(raw),
+        "value_size": None if raw is None else len(raw),
+        "headers": [] if headers is None or type(headers) is _Leaf
+        else list(_pure_headers(headers, max_bytes).items()),
+        "producer_id": _int64(where.producer if producer is None else producer),
+        "producer_epoch": _int32(_fact(lv, where, PRODUCER_EPOCH)),
+        "base_sequence": base,
+        "sequence": _record_sequence(lv, base),
+        "compression": _codec(lv, where),
+        "ledger_id": _int64(_fact(lv, where, LEDGER_ID)),
+        "entry_id": _int64(_fact(lv, where, ENTRY_ID)),
+        "batch_index": _int32(_scalar(lv[:1], BATCH_INDEX)) if where.in_array else None,
+    }
+
+
+def extract(m, max_bytes=256):
+    """records.extract."""
+    _load()
+    info = m.info
+    if type(info) is not dict:
+        info = dict(info)
+    cdef _Where where = _Where.__new__(_Where)
+    where.topic = _first(info, INFO_TOPIC)
+    where.partition = _first(info, INFO_PARTITION)
+    where.producer = _first(info, INFO_PRODUCER)
+    where.around = ()
+    where.in_array = False
+    root = _Field("", None, 0, len(m.data), m.fields, _STRUCT)
+    found = []
+    _walk(root, (), where, found)
+    if not found and where.topic is not None:
+        v = _nearest(_levels(root), VALUE_NAMES)
+        if v is not None and _hint(v) == _BYTES:
+            found.append((root, where))
+    return [_record(i, f, w, max_bytes) for i, (f, w) in enumerate(found)]
