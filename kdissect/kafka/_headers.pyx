@@ -79,10 +79,10 @@ cdef inline Py_ssize_t _uvarint32(const unsigned char* d, Py_ssize_t p, Py_ssize
     return -1
 
 
-cdef Py_ssize_t _tagged(const unsigned char* d, Py_ssize_t p, Py_ssize_t end, list tags,
-                        list raws) except -2:
-    """A header's tagged-field section at p: its (tag, bytes) pairs appended, the position after
-    it; -1 when it is not a clean section of at most MAX_TAGS fields."""
+cdef Py_ssize_t _tagged(const unsigned char* d, Py_ssize_t p, Py_ssize_t end, dict tagged) except -2:
+    """A header's tagged-field section at p into `tagged` ({tag: bytes}: a repeated tag keeps
+    its first place and its last bytes, as the pure reader's dict does); the position after it,
+    or -1 when it is not a clean section of at most MAX_TAGS fields."""
     cdef uint64_t n, tag, size
     cdef Py_ssize_t i
     p = _uvarint32(d, p, end, &n)
@@ -95,19 +95,14 @@ cdef Py_ssize_t _tagged(const unsigned char* d, Py_ssize_t p, Py_ssize_t end, li
         p = _uvarint32(d, p, end, &size)
         if p < 0 or <Py_ssize_t>size > end - p:
             return -1
-        tags.append(<object>tag)
-        raws.append(PyBytes_FromStringAndSize(<const char*>d + p, <Py_ssize_t>size))
+        tagged[<object>tag] = PyBytes_FromStringAndSize(<const char*>d + p, <Py_ssize_t>size)
         p += <Py_ssize_t>size
     return p
 
 
-cdef list _tag_fields(list tags, list raws):
-    """The header's tag_<n> fields, one per tag (the last bytes of a repeated tag, where the
-    first one stood), and its {tag: bytes}."""
-    cdef dict seen = {}
-    for tag, raw in zip(tags, raws):
-        seen[tag] = raw
-    return [seen, [new_field(f"tag_{tag}", raw, -1, 0, None, RAW, None, None) for tag, raw in seen.items()]]
+cdef list _tag_fields(dict tagged):
+    """The header's tag_<n> fields, one per tag."""
+    return [new_field(f"tag_{tag}", raw, -1, 0, None, RAW, None, None) for tag, raw in tagged.items()]
 
 
 def read_request_header(r):
@@ -142,9 +137,9 @@ def read_request_header(r):
         client_id = PyUnicode_DecodeUTF8(<const char*>d + p, n, "replace")
         p += n
     cdef Py_ssize_t client_end = p
-    cdef list tags = [], raws = []
+    cdef dict tagged = {}
     if hv >= 2:
-        p = _tagged(d, p, end, tags, raws)
+        p = _tagged(d, p, end, tagged)
         if p < 0:
             return _pure_request(r)
     name = _NAMES[api_key]
@@ -156,10 +151,8 @@ def read_request_header(r):
         new_field("correlation_id", corr, start + 4, 4, None, None, None, None),
         new_field("client_id", client_id, start + 8, client_end - start - 8, None, None, None, None),
     ]
-    tagged = {}
-    if tags:
-        tagged, fields = _tag_fields(tags, raws)
-        children.extend(fields)
+    if tagged:
+        children.extend(_tag_fields(tagged))
     r.pos = p
     hdr = RequestHeader(api_key, version, corr, client_id, hv, tagged)
     return hdr, new_field("header", None, start, p - start, children, STRUCT, None, None)
@@ -180,12 +173,12 @@ def read_response_header(r, header_version):
     cdef int32_t corr = <int32_t>_be(d + start, 4)
     cdef Py_ssize_t p = start + 4
     children = [new_field("correlation_id", corr, start, 4, None, None, None, None)]
-    cdef list tags = [], raws = []
+    cdef dict tagged = {}
     if header_version >= 1:
-        p = _tagged(d, p, end, tags, raws)
+        p = _tagged(d, p, end, tagged)
         if p < 0:
             return _pure_response(r, header_version)
-        if tags:
-            children.extend(_tag_fields(tags, raws)[1])
+        if tagged:
+            children.extend(_tag_fields(tagged))
     r.pos = p
     return corr, new_field("header", None, start, p - start, children, STRUCT, None, None)
