@@ -323,13 +323,14 @@ def _leaf(fields: list[Field], name: str, offset: int, length: int) -> Field:
 
 def test_kafka_request_header_positions() -> None:
     # ApiVersions v3: a 4-byte length, then the header: api_key, api_version, correlation_id,
-    # client_id (int16 length, "kd-gen", and the header's empty tag buffer).
+    # client_id (int16 length and "kd-gen"), and the header's empty tag buffer, in the header's
+    # span but not in client_id's.
     m, d = exported(CAPTURES / "kafka" / "mock_ck_transactions.pcap")[0]
     p = d["positions"]
     assert p["length"] == [0, 4] and m.data[:4] == (len(m.data) - 4).to_bytes(4, "big")
     assert p["header"] == {SPAN: [4, 17], "api_key": [4, 2], "api_version": [6, 2], "correlation_id": [8, 4],
-                           "client_id": [12, 9]}
-    assert m.data[12:21] == b"\x00\x06kd-gen\x00"
+                           "client_id": [12, 8]}
+    assert m.data[12:20] == b"\x00\x06kd-gen" and m.data[20:21] == b"\x00"
     assert p["client_software_name"] == [21, 23]
     assert m.data[22:44] == b"confluent-kafka-python"
 

@@ -64,7 +64,7 @@ def test_filters_quote_each_type() -> None:
     assert by_key["kafka.header.api_key"].filter == "kafka.header.api_key == 18"
     assert by_key["kafka.header.client_id"].filter == 'kafka.header.client_id == "kd-sasl"'
     assert by_key["kafka.header"].filter == "kafka.header"  # a structure: exists
-    assert by_key["kafka.header.client_id"].span == (12, 10)
+    assert by_key["kafka.header.client_id"].span == (12, 9)  # int16 length and "kd-sasl"
     assert by_key["kafka.header.api_key"].label == "api_key: ApiVersions (18)"
     assert by_key["kafka.header.api_key"].value_text == "18"
     assert filter_literal(True) == "true" and filter_literal(-3) == "-3" and filter_literal(2.5) == "2.5"
