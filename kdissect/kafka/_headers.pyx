@@ -13,6 +13,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, uint16_t, uint32_t, uint64_t
 
 from kdissect._model cimport new_field
+from kdissect.wire._bytes cimport be as _be
 
 from kdissect.kafka.apis import APIS
 from kdissect.model import ENUM, RAW, STRUCT
@@ -30,7 +31,6 @@ for _k, _api in APIS.items():
         _FIRST_FLEXIBLE[_k] = -1 if _api.first_flexible is None else _api.first_flexible
 
 DEF CONTROLLED_SHUTDOWN = 7
-DEF API_VERSIONS = 18
 DEF MAX_TAGS = 16  # tagged fields read here; a header with more is handed to the pure reader
 
 cdef object _pure_request = None
@@ -46,14 +46,6 @@ cdef void _load():
         _pure_request = accel.pure("kdissect.kafka.headers", "read_request_header")
         _pure_response = accel.pure("kdissect.kafka.headers", "read_response_header")
         RequestHeader = headers.RequestHeader
-
-
-cdef inline uint32_t _be(const unsigned char* d, int size) noexcept:
-    cdef uint32_t v = 0
-    cdef int i
-    for i in range(size):
-        v = (v << 8) | d[i]
-    return v
 
 
 cdef inline Py_ssize_t _uvarint32(const unsigned char* d, Py_ssize_t p, Py_ssize_t end,
@@ -119,7 +111,7 @@ def read_request_header(r):
     cdef const unsigned char* d = <const unsigned char*>PyBytes_AS_STRING(buf)
     cdef int api_key = <int16_t>(<uint16_t>_be(d + start, 2))
     cdef int version = <int16_t>(<uint16_t>_be(d + start + 2, 2))
-    cdef int32_t corr = <int32_t>_be(d + start + 4, 4)
+    cdef int32_t corr = <int32_t>(<uint32_t>_be(d + start + 4, 4))
     if api_key < 0 or api_key >= KEYS or (api_key == CONTROLLED_SHUTDOWN and version == 0):
         return _pure_request(r)
     cdef int first = _FIRST_FLEXIBLE[api_key]
@@ -170,7 +162,7 @@ def read_response_header(r, header_version):
     if start < 0 or end > size or end - start < 4:
         return _pure_response(r, header_version)
     cdef const unsigned char* d = <const unsigned char*>PyBytes_AS_STRING(buf)
-    cdef int32_t corr = <int32_t>_be(d + start, 4)
+    cdef int32_t corr = <int32_t>(<uint32_t>_be(d + start, 4))
     cdef Py_ssize_t p = start + 4
     children = [new_field("correlation_id", corr, start, 4, None, None, None, None)]
     cdef dict tagged = {}

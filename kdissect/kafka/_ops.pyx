@@ -13,6 +13,7 @@ from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
 
 from kdissect._model cimport new_field
+from kdissect.wire._bytes cimport be as _be
 
 from kdissect.dissect.partial import keep_partial
 from kdissect.errors import BadLength, DecodeError, Truncated
@@ -65,14 +66,6 @@ cdef enum Kind:
 
 cdef dict _KINDS = {"int8": K_INT8, "int16": K_INT16, "uint16": K_UINT16, "int32": K_INT32,
                     "uint32": K_UINT32, "int64": K_INT64}
-
-
-cdef inline uint64_t _be(const unsigned char* d, int size) noexcept:
-    cdef uint64_t v = 0
-    cdef int i
-    for i in range(size):
-        v = (v << 8) | d[i]
-    return v
 
 
 cdef inline object _int_at(const unsigned char* d, int kind):
