@@ -42,10 +42,22 @@ def _int_in(lo: int, hi: int) -> Callable[[Any], int | None]:
     def conv(v: Any) -> int | None:
         if isinstance(v, bool):
             return None
-        if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-            v = int(v)
+        if isinstance(v, str):
+            v = _decimal(v)
         return v if isinstance(v, int) and lo <= v <= hi else None
     return conv
+
+
+def _decimal(text: str) -> int | None:
+    """A decimal integer written as text (a RocketMQ ext-field is text on the wire), else None:
+    "--5", a superscript digit or thousands of digits are text that int() refuses."""
+    text = text.strip()
+    if not text.lstrip("-").isdigit():
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
 
 
 def _string(v: Any) -> str | None:

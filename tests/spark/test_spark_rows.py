@@ -9,10 +9,13 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from support import CAPTURES, SHARED_CAPTURES, sidecar_decode_as, sidecar_keylog
 
-from kdissect.dissect.base import Options
+from kdissect.dissect.base import Options, run_dissector
 from kdissect.errors import UsageError
+from kdissect.model import Message, Pdu
 from kdissect.pipeline import dissect_file
 from kdissect.protocols import DissectorRegistry
 from kdissect.render.jsonout import dumps, message_dict
@@ -21,7 +24,7 @@ from kdissect.spark.schema import LAYERS, combined_columns, layer_ddl, message_c
 from kdissect.spark.session import java_major
 from kdissect.spark.sqltypes import arrow_schema, ddl_type
 from kdissect.spark.units import Piece, flow_hash, plan, share_filter, split_size
-from kdissect.spark.values import json_map, json_text, utc_date
+from kdissect.spark.values import COERCE, json_map, json_text, utc_date
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = SHARED_CAPTURES
@@ -208,6 +211,32 @@ def test_json_map_is_json_dumps_per_value() -> None:
     d = {"s": 'q"\u00e9\n', "i": -3, "b": True, "n": None, "l": [1, {"x": b"ab"}], "f": 1.5, "big": 1 << 70}
     assert json_map(d) == [(k, json_text(v)) for k, v in d.items()]
     assert [json.loads(v) for _, v in json_map(d)][:4] == ['q"\u00e9\n', -3, True, None]
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text() | st.binary(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=12)
+
+
+@given(st.one_of(JSON_VALUES, st.from_regex(r"\s*-*[0-9\u00b2\u0660-\u0669]{1,30}\s*", fullmatch=True)))
+def test_column_coercion_never_raises(v: object) -> None:
+    for name, conv in COERCE.items():
+        out = conv(v)
+        assert out is None or isinstance(out, {"int": int, "bigint": int, "string": str, "double": float,
+                                               "boolean": bool}[name])
+
+
+def test_text_that_int_refuses_is_no_integer_column() -> None:
+    """A RocketMQ ext-field is text: one that only looks like a number projects to null."""
+    from kdissect.rocketmq import encode as enc
+    from kdissect.rocketmq.dissector import DISSECTOR
+
+    for text, want in (("--5", None), ("\u00b2", None), ("9" * 5000, None), (" 12 ", 12), ("-3", -3)):
+        data = enc.frame(11, opaque=7, ext={"topic": "orders", "queueId": text})
+        msg = Message(Pdu(data, [1], 0.0, 0.0, True), 0, "c:1", "s:10911", "rocketmq")
+        run_dissector(DISSECTOR, msg, DISSECTOR.new_state(), Options())
+        assert rows.message_row(msg)["rocketmq"]["queue_id"] == want, text
 
 
 def test_java_version_parsing() -> None:
