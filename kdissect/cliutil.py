@@ -31,7 +31,7 @@ PREFERENCES = {"tls.keylog_file": KEYLOG_META, "ssl.keylog_file": KEYLOG_META}
 # cannot be read (missing, a directory, not a capture).
 CAPTURE_PATH = click.Path(allow_dash=True, readable=False)
 # tshark's `-d tcp.port==9092,kafka` (or a range, `tcp.port==9092-9094,kafka`).
-TSHARK_DECODE_AS = re.compile(r"tcp\.port\s*==\s*(\d+)(?:\s*-\s*(\d+))?\s*,\s*([A-Za-z0-9_.-]+)")
+TSHARK_DECODE_AS = re.compile(r"tcp\.port\s*==\s*([0-9]{1,6})(?:\s*-\s*([0-9]{1,6}))?\s*,\s*([A-Za-z0-9_.-]+)")
 
 
 def capture_inputs(f: F) -> F:

@@ -94,7 +94,8 @@ def parse_decode_as(specs: tuple[str, ...] | list[str]) -> dict[int, str]:
     out: dict[int, str] = {}
     for spec in specs:
         port, sep, proto = spec.partition("=")
-        if not sep or not port.strip().isdigit() or not proto.strip():
+        port = port.strip()
+        if not sep or not (port.isascii() and port.isdigit() and len(port) <= 6) or not proto.strip():
             raise UsageError(f"--decode-as takes PORT=PROTOCOL, not {spec!r}")
         p = int(port)
         if not 0 < p < 65536:

@@ -156,9 +156,13 @@ def test_dash_d_is_decode_as() -> None:
     assert as_zk == ok("read", TXN, "--decode-as", f"{max(ports)}=zookeeper") and as_zk != plain
     assert tshark_decode_as("tcp.port == 9092 - 9094 , kafka") == ["9092=kafka", "9093=kafka", "9094=kafka"]
     for bad, message in (("udp.port==9092,kafka", "-d takes tcp.port=="), ("tcp.port==9094-9092,kafka", "out of range"),
-                         ("tcp.port==9092,nosuch", "unknown protocol")):
+                         ("tcp.port==9092,nosuch", "unknown protocol"),
+                         ("tcp.port==\u0661\u0662,kafka", "-d takes"), (f"tcp.port=={'9' * 5000},kafka", "-d takes")):
         r = run("read", TXN, "-d", bad)
         assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    for bad in ("\u00b2=kafka", "\u0661\u0662=kafka", f"{'9' * 5000}=kafka"):  # digits int() refuses, or not ASCII
+        r = run("read", TXN, "--decode-as", bad)
+        assert r.returncode == 2 and "--decode-as takes" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_dash_t_is_the_export_format() -> None:

@@ -19,7 +19,7 @@ from kdissect.errors import KdissectError, UsageError
 if TYPE_CHECKING:
     from kdissect.spark.progress import StatusLine
 
-SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+SIZE = re.compile(r"^\s*([0-9]{1,19})\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _PY_ERROR = re.compile(r"kdissect\.errors\.\w+: (.+)")
 _LAST_PY_ERROR = re.compile(r"^(\w+(?:\.\w+)*(?:Error|Exception)): (.+)$", re.MULTILINE)
 

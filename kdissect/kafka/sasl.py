@@ -18,6 +18,7 @@ SCRAM_ATTRS = {"n": "username", "a": "authzid", "r": "nonce", "s": "salt", "i": 
                "c": "channel_binding", "p": "proof", "v": "server_signature", "e": "error",
                "m": "reserved"}
 SCRAM_SECRETS = {"p"}
+MAX_DIGITS = 19  # an iteration count longer than an int64's digits stays text (int() refuses past 4300)
 
 
 def decode_sasl_auth_bytes(mechanism: str | None, data: bytes, offset: int, is_request: bool,
@@ -142,7 +143,7 @@ def _scram_attr(part: str, at: int, opts: Options) -> Field:
     name = SCRAM_ATTRS.get(key, f"ext_{key}")
     if key in SCRAM_SECRETS:
         return _secret(name, value, at + 2, size - 2, opts)
-    if key == "i" and value.isdigit():
+    if key == "i" and value.isascii() and value.isdigit() and len(value) <= MAX_DIGITS:
         return Field(name, int(value), at + 2, size - 2)
     if key == "n":
         value = value.replace("=2C", ",").replace("=3D", "=")

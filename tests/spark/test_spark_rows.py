@@ -250,8 +250,9 @@ def test_parse_size_and_conf() -> None:
     from kdissect.commands.spark import parse_conf, parse_size
 
     assert parse_size("64M") == 64 << 20 and parse_size("1g") == 1 << 30 and parse_size("4096") == 4096
-    with pytest.raises(UsageError):
-        parse_size("lots")
+    for bad in ("lots", "9" * 5000 + "M"):
+        with pytest.raises(UsageError):
+            parse_size(bad)
     assert parse_conf(("spark.a=1", "b=x=y")) == {"spark.a": "1", "b": "x=y"}
     with pytest.raises(UsageError):
         parse_conf(("novalue",))

@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from kafka.net.sasl.oauth import AbstractTokenProvider, SaslMechanismOAuth
 from kafka.net.sasl.plain import SaslMechanismPlain
 from kafka.net.sasl.scram import ScramClient
@@ -181,3 +183,18 @@ def test_redacted_fields_are_marked_secret() -> None:
     data = SaslMechanismPlain(sasl_plain_username="alice", sasl_plain_password="pa55").auth_bytes()
     assert [f.name for f in decode_sasl_auth_bytes("PLAIN", data, 0, True, HIDE) if f.hint == SECRET] == ["password"]
     assert not [f for f in decode_sasl_auth_bytes("PLAIN", data, 0, True, SHOW) if f.hint == SECRET]
+
+
+@pytest.mark.parametrize("count", ["\u00b2", "\u0661\u0662", "9" * 5000, "-1", ""])
+def test_an_iteration_count_that_is_no_ascii_number_stays_text(count: str) -> None:
+    token = f"r=abc,s={SALT},i={count}".encode()
+    assert values(decode_sasl_auth_bytes("SCRAM-SHA-256", token, 0, False, HIDE))["iterations"] == count
+
+
+@given(st.sampled_from([None, "PLAIN", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"]), st.booleans(),
+       st.lists(st.sampled_from(["n,,", "y,", "r=", "s=", "i=", "c=", "p=", "a=", "\x01auth=", ",", "=", "\x00",
+                                 "\u00b2", "9" * 30, "Bearer ", "x"]), max_size=12).map("".join))
+def test_any_token_decodes_to_fields(mechanism: str | None, is_request: bool, text: str) -> None:
+    data = text.encode()
+    fields = decode_sasl_auth_bytes(mechanism, data, 7, is_request, HIDE)
+    assert fields[0].name == "mechanism" and all(isinstance(f, Field) for f in fields)
