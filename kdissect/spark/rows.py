@@ -11,12 +11,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kdissect import protocols
+from kdissect import accel, protocols
 from kdissect.dissect.base import Projection
 from kdissect.model import Message
 from kdissect.render.jsonout import message_dict
 from kdissect.spark.records import extract
-from kdissect.spark.values import Getter, as_int, as_text, converter, getter, json_map, json_text, utc_date
+from kdissect.spark.sqltypes import SqlType
+from kdissect.spark.values import (
+    Path,
+    as_int,
+    as_text,
+    converter,
+    json_map,
+    json_text,
+    parse_path,
+    utc_date,
+    walk,
+)
 
 Row = dict[str, Any]
 
@@ -29,11 +40,13 @@ def nanos(ts: float) -> int:
     return round(ts * 1_000_000_000)
 
 
-Compiled = tuple[tuple[str, tuple[Getter, ...], Callable[[Any], Any]], ...]
+# A projection ready to apply: per column, its name, its paths (whether a path reads info, and
+# its parts) and the function that makes a value of the column's type, with the type itself.
+Compiled = tuple[tuple[str, tuple[Path, ...], Callable[[Any], Any], SqlType], ...]
 
 
 def compile_projection(p: Projection) -> Compiled:
-    return tuple((name, tuple(getter(path) for path in paths), converter(t)) for name, t, paths in p)
+    return tuple((name, tuple(parse_path(path) for path in paths), converter(t), t) for name, t, paths in p)
 
 
 _COMPILED: dict[str, Compiled] = {}
@@ -49,10 +62,10 @@ def _compiled(name: str, p: Projection) -> Compiled:
 def project(c: Compiled, fields: dict[str, Any], info: dict[str, Any]) -> Row:
     """A protocol struct: per column, the first path holding a value of the column's type."""
     out: Row = {}
-    for name, getters, conv in c:
+    for name, paths, conv, _ in c:
         value = None
-        for get in getters:
-            v = get(fields, info)
+        for in_info, parts in paths:
+            v = info.get(parts[0]) if in_info else walk(fields, parts)
             if v is not None:
                 value = conv(v)
                 if value is not None:
@@ -199,3 +212,6 @@ LAYER_ROWS = {
     "transactions": lambda m, mb: [r for r in (transaction_row(m),) if r is not None],
     "records": record_rows,
 }
+
+
+accel.bind(globals(), "kdissect.spark._rows", ("project", "message_row", "transaction_row"))

@@ -120,33 +120,25 @@ def utc_date(ts: float) -> datetime.date:
     return _day(int(ts // 86400))
 
 
-Getter = Callable[[dict[str, Any], dict[str, Any]], Any]
+Path = tuple[bool, tuple[str, ...]]
 
 
-def getter(path: str) -> Getter:
-    """A function (fields, info) -> the value at a dotted path of the fields object ("info."
-    reads info; "*" matches any member: the first that has the rest of the path)."""
+def parse_path(path: str) -> Path:
+    """A dotted path of the fields object as (reads info, its parts): "info.<key>" reads info's
+    <key>, whatever it holds; otherwise each part is a member, and "*" any member (the first
+    that has the rest of the path)."""
     if path.startswith("info."):
-        key = path[5:]
-        return lambda fields, info: info.get(key)
-    parts = path.split(".")
-    if len(parts) == 1:
-        key = parts[0]
-        return lambda fields, info: fields.get(key)
-    return lambda fields, info: _walk(fields, parts)
+        return True, (path[5:],)
+    return False, tuple(path.split("."))
 
 
-def lookup(fields: dict[str, Any], info: dict[str, Any], path: str) -> Any:
-    return getter(path)(fields, info)
-
-
-def _walk(node: Any, parts: list[str]) -> Any:
+def walk(node: Any, parts: tuple[str, ...]) -> Any:
     for i, part in enumerate(parts):
         if not isinstance(node, dict):
             return None
         if part == "*":
             for child in node.values():
-                hit = _walk(child, parts[i + 1:])
+                hit = walk(child, parts[i + 1:])
                 if hit is not None:
                     return hit
             return None

@@ -1,0 +1,149 @@
+"""The compiled rows (kdissect/spark/_rows.pyx) against the pure ones in spark/rows.py: the same
+message rows, transaction rows and protocol structs, key for key in the same order and type for
+type, or the same exception, for every message of the captures of all four protocols (the
+project's and ../shared's), and for random facts, fields and projections with values of every
+type a JSON export holds. No Spark needed.
+
+Skipped when the extension is not built."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import cache
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import CAPTURES, SHARED_CAPTURES, sidecar_decode_as, sidecar_keylog
+
+from kdissect import accel, protocols
+from kdissect.dissect.base import Options
+from kdissect.model import Match, Message, Pdu
+from kdissect.pipeline import dissect_file
+from kdissect.protocols import DissectorRegistry, names
+from kdissect.render.jsonout import message_dict
+from kdissect.spark import rows
+
+try:
+    _twin = importlib.import_module("kdissect.spark._rows")
+except ImportError:
+    pytest.skip("the compiled twin kdissect.spark._rows is not built "
+                "(cythonize it or pip install the project with a C compiler)", allow_module_level=True)
+
+NAMES = ("project", "message_row", "transaction_row")
+PURE = {name: accel.pure("kdissect.spark.rows", name) for name in NAMES}
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def typed(v: Any) -> Any:
+    """A value with the types of everything in it (True is not 1) and the order of dict keys."""
+    if isinstance(v, dict):
+        return ("dict", [(k, typed(x)) for k, x in v.items()])
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__, [typed(x) for x in v])
+    return (type(v).__name__, v)
+
+
+def outcome(fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return ("ok", typed(fn(*args)))
+    except Exception as e:  # noqa: BLE001 - any exception must be the same
+        return ("raised", type(e), str(e))
+
+
+@contextmanager
+def pure_project() -> Iterator[None]:
+    """The pure message_row calls the module's project: the pure one, for the reference."""
+    bound = rows.project
+    rows.project = PURE["project"]
+    try:
+        yield
+    finally:
+        rows.project = bound
+
+
+def same(name: str, *args: Any) -> Any:
+    compiled = outcome(getattr(_twin, name), *args)
+    with pure_project():
+        want = outcome(PURE[name], *args)
+    assert compiled == want, (name, args)
+    return want
+
+
+def test_the_twins_are_what_rows_binds_unless_pure() -> None:
+    for name in NAMES:
+        assert getattr(rows, name) is (PURE[name] if accel.PURE else getattr(_twin, name))
+
+
+@cache
+def captured() -> list[Message]:
+    msgs = []
+    for proto in names():
+        for root in (CAPTURES, SHARED_CAPTURES):
+            for path in sorted((root / proto).glob("*.pcap*")) if (root / proto).exists() else ():
+                registry = DissectorRegistry(decode_as=sidecar_decode_as(path, proto))
+                msgs += list(dissect_file(str(path), registry, Options(tls_keylog=sidecar_keylog(path))))
+    return msgs
+
+
+def test_captured_messages_give_the_same_rows() -> None:
+    msgs = captured()
+    assert {m.protocol for m in msgs} == set(names())
+    seen = set()
+    for m in msgs:
+        row = same("message_row", m)
+        assert row[0] == "ok"
+        seen |= {k for k, v in row[1][1] if k in names() and v != ("NoneType", None)}
+        same("transaction_row", m)
+    assert seen == set(names())
+    for m in msgs[::5]:
+        same("message_row", m, 8, message_dict(m, 8))
+
+
+def projections() -> list[rows.Compiled]:
+    return [rows.compile_projection(d.columns) for d in protocols.dissectors()]
+
+
+# What the projections' paths read, and values of every type an export may hold there.
+KEYS = sorted({part for c in projections() for _, paths, _, _ in c for _, parts in paths for part in parts}
+              | {"*", "x"})
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.integers(), st.integers(min_value=1 << 60),
+                    st.floats(allow_nan=False), st.text(max_size=4),
+                    st.sampled_from(["12", " -7 ", "--5", "\u00b2", "1_0", "", "x", "2147483648"]))
+VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3)
+                      | st.dictionaries(st.sampled_from(KEYS), inner, max_size=4), max_leaves=16)
+TREES = st.dictionaries(st.sampled_from(KEYS), st.one_of(SCALARS, VALUES), max_size=8)
+
+
+@SETTINGS
+@given(st.sampled_from(range(len(projections()))), TREES, TREES)
+def test_random_fields_and_info_project_the_same(which: int, fields: dict[str, Any], info: dict[str, Any]) -> None:
+    same("project", projections()[which], fields, info)
+
+
+@SETTINGS
+@given(st.sampled_from(names() + ["x"]), st.sampled_from(["request", "response", "event"]), TREES, VALUES,
+       st.floats(0, 4e9), st.booleans(), st.booleans())
+def test_random_messages_give_the_same_rows(protocol: str, kind: str, info: dict[str, Any], fields: Any,
+                                            ts: float, paired: bool, answered: bool) -> None:
+    m = Message(Pdu(b"\0" * 9, [3, 4], ts, ts + 0.5, kind == "request"), 2, "c:1", "s:2", protocol)
+    m.kind, m.info, m.summary = kind, info, "s"
+    if paired:
+        other = Message(Pdu(b"\0" * 5, [1], ts - 1.25, ts - 1, kind != "request"), 2, "s:2", "c:1", protocol)
+        other.info = {"op": "Other", "error_code": 3, "version": "12"}
+        if kind == "response":
+            m.peer = other
+            m.match = Match(1, "request", 1.5)
+        elif answered:
+            m.match = Match(9, "response", 0.000123456)
+    same("message_row", m, 256, {**message_dict(m), "fields": fields})
+    same("transaction_row", m)
+
+
+def test_odd_inputs_go_to_the_pure_functions() -> None:
+    c = projections()[0]
+    for args in ((list(c), {"x": 1}, {}), (c, [], {"op": "x"}), (c, {}, None)):
+        same("project", *args)
