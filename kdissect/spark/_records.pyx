@@ -224,12 +224,16 @@ cdef object _fact(list own, _Where where, tuple names, bint around_first=False):
 
 
 cdef inline object _int32(object v):
+    if v is None:
+        return None
     if type(v) is int:
         return v if INT32_LO <= v <= INT32_HI else None
     return as_int(v)
 
 
 cdef inline object _int64(object v):
+    if v is None:
+        return None
     if type(v) is int:
         return v if INT64_LO <= v <= INT64_HI else None
     return as_bigint(v)
