@@ -67,6 +67,15 @@ cdef inline object _hint(object f):
     return read_slot(f, reads_field_slots(f), F_HINT, "hint")
 
 
+cdef inline bint _is(object hint, str name) except -1:
+    """hint == name, without a rich comparison for the common cases (the same string, None)."""
+    if hint is name:
+        return True
+    if hint is None:
+        return False
+    return hint == name
+
+
 cdef inline object _display(object f):
     if type(f) is _Leaf:
         return None
@@ -108,6 +117,10 @@ cdef class _Where:
     cdef object topic, partition, producer
     cdef tuple around
     cdef bint in_array
+    cdef dict found  # names -> the fact found in the structs around (None: none), once per array
+
+
+cdef object _NOT_YET = object()
 
 
 cdef object _first(dict d, tuple names):
@@ -143,11 +156,11 @@ cdef _Where _where_of(tuple chain, _Where where):
 
 
 cdef void _walk(object f, tuple chain, _Where where, list out) except *:
-    if _hint(f) == _STRUCT:
+    if _is(_hint(f), _STRUCT):
         chain = chain + (f,)
     for c in _children(f) or ():
         if _children(c):
-            if _hint(c) == _ARRAY and _name(c) in RECORD_ARRAYS:
+            if _is(_hint(c), _ARRAY) and _name(c) in RECORD_ARRAYS:
                 _records(c, chain, where, out)
             else:
                 _walk(c, chain, where, out)
@@ -156,19 +169,39 @@ cdef void _walk(object f, tuple chain, _Where where, list out) except *:
 cdef void _records(object arr, tuple chain, _Where where, list out) except *:
     here = None
     for e in _children(arr) or ():
-        if _hint(e) != _STRUCT:
+        if not _is(_hint(e), _STRUCT):
             continue
-        nested = False
-        for c in _children(e) or ():
-            if _hint(c) == _ARRAY and _name(c) in RECORD_ARRAYS:
-                nested = True
-                break
-        if nested:
+        if _holds_records(e):
             _walk(e, chain, where, out)
         else:
             if here is None:
                 here = _where_of(chain, where)
             out.append((e, here))
+
+
+cdef bint _holds_records(object e) except -1:
+    """Whether a record array is among e's children: of a Row whose children were not built,
+    read from its columns (a scalar column is a leaf with the column's name and hint) without
+    making its leaves."""
+    cdef Py_ssize_t i
+    if reads_row_slots(e) and read_slot(e, True, R_KIDS, "_kids") is None:
+        columns = read_slot(e, True, R_COLUMNS, "columns")
+        values = read_slot(e, True, R_VALUES, "values")
+        if type(columns) is tuple and type(values) is tuple and len(columns) == len(values):
+            for i in range(len(values)):
+                v = (<tuple>values)[i]
+                if isinstance(v, _Field):
+                    if _is(_hint(v), _ARRAY) and _name(v) in RECORD_ARRAYS:
+                        return True
+                else:
+                    name, hint = (<tuple>columns)[i]
+                    if _is(hint, _ARRAY) and name in RECORD_ARRAYS:
+                        return True
+            return False
+    for c in _children(e) or ():
+        if _is(_hint(c), _ARRAY) and _name(c) in RECORD_ARRAYS:
+            return True
+    return False
 
 
 cdef list _levels(object f):
@@ -185,7 +218,7 @@ cdef list _levels(object f):
                 name = _name(c)
                 if name not in byname:
                     byname[name] = c
-                if _hint(c) == _STRUCT:
+                if _is(_hint(c), _STRUCT):
                     nxt.append(c)
         out.append(byname)
         if not nxt:
@@ -209,13 +242,32 @@ cdef object _scalar(list levels, tuple names):
     return None if hit is None or _children(hit) is not None else _value(hit)
 
 
+cdef inline object _usable(object hit):
+    return hit if hit is not None and _children(hit) is None and _value(hit) is not None else None
+
+
+cdef object _around(_Where where, tuple names):
+    """The scalar field named one of `names` in the nearest struct around the record array that
+    has one: the same for every record of the array, so looked up once."""
+    if where.found is None:
+        where.found = {}
+    hit = where.found.get(names, _NOT_YET)
+    if hit is _NOT_YET:
+        hit = None
+        for lv in where.around:
+            hit = _usable(_nearest(<list?>lv, names))
+            if hit is not None:
+                break
+        where.found[names] = hit
+    return hit
+
+
 cdef object _fact_field(list own, _Where where, tuple names, bint around_first):
-    order = (*where.around, own) if around_first else (own, *where.around)
-    for lv in order:
-        hit = _nearest(<list>lv, names)
-        if hit is not None and _children(hit) is None and _value(hit) is not None:
-            return hit
-    return None
+    if around_first:
+        hit = _around(where, names)
+        return hit if hit is not None else _usable(_nearest(own, names))
+    hit = _usable(_nearest(own, names))
+    return hit if hit is not None else _around(where, names)
 
 
 cdef object _fact(list own, _Where where, tuple names, bint around_first=False):
@@ -348,6 +400,6 @@ def extract(m, max_bytes=256):
     _walk(root, (), where, found)
     if not found and where.topic is not None:
         v = _nearest(_levels(root), VALUE_NAMES)
-        if v is not None and _hint(v) == _BYTES:
+        if v is not None and _is(_hint(v), _BYTES):
             found.append((root, where))
     return [_record(i, f, w, max_bytes) for i, (f, w) in enumerate(found)]

@@ -124,3 +124,20 @@ def test_random_trees(fields: list[Field], info: dict[str, Any], max_bytes: int)
     m.fields = fields
     m.info = info
     same(m, max_bytes)
+
+
+@pytest.mark.parametrize("column", [("records", ARRAY), ("messages", ARRAY), ("records", None), ("records", STRUCT),
+                                    ("value", BYTES)])
+@pytest.mark.parametrize("built", [False, True])
+def test_a_record_row_whose_column_may_be_a_record_array(column: tuple[str, Any], built: bool) -> None:
+    """A Row in a record array is a record unless one of its children is a record array itself,
+    whether the column holds a scalar (a null array) or a Field, and whether its children were
+    built."""
+    for inner in (None, b"v", Field(column[0], None, -1, 0, [Field("value", b"x", -1, 1, None, BYTES)], ARRAY)):
+        row = Row("record", (("offset", None), column, ("key", BYTES)), (7, inner, b"k"), None)
+        if built:
+            row.children  # noqa: B018 - built children are what a Row then holds
+        m = Message(Pdu(b"\0" * 16, [1], 0.0, 0.0, True), 0, "c", "s", "x")
+        m.fields = [Field("topic", "t", -1, 0), Field("records", None, -1, 0, [row], ARRAY)]
+        m.info = {"topic": "t"}
+        same(m)
