@@ -42,6 +42,16 @@ cdef void _load():
         _pure_text = R._text
 
 
+cdef inline bint _is_field(object v) except -1:
+    """isinstance(v, Field), without its general check for the values a column most holds."""
+    t = type(v)
+    if t is _Field or t is _Row:
+        return True
+    if v is None or t is int or t is bytes or t is str or t is bool:
+        return False
+    return isinstance(v, _Field)
+
+
 cdef class _Leaf:
     """A scalar column of a Row whose child Fields were not built: what its Field would hold."""
     cdef object name, value, hint
@@ -100,7 +110,7 @@ cdef object _children(object f):
     out = []
     for i in range(len(values)):
         v = (<tuple>values)[i]
-        if isinstance(v, _Field):
+        if _is_field(v):
             out.append(v)
         else:
             col = (<tuple>columns)[i]
@@ -190,7 +200,7 @@ cdef bint _holds_records(object e) except -1:
         if type(columns) is tuple and type(values) is tuple and len(columns) == len(values):
             for i in range(len(values)):
                 v = (<tuple>values)[i]
-                if isinstance(v, _Field):
+                if _is_field(v):
                     if _is(_hint(v), _ARRAY) and _name(v) in RECORD_ARRAYS:
                         return True
                 else:
@@ -204,13 +214,88 @@ cdef bint _holds_records(object e) except -1:
     return False
 
 
+cdef class _RowLevel:
+    """The first level below a Row whose child Fields were not built, read from its columns: a
+    name looked up is found by the columns' index, and a leaf made only for a scalar found (a
+    column's Field value bears the column's name, or the Row is not read this way)."""
+    cdef dict index
+    cdef tuple columns, values
+
+    cdef object find(self, tuple names):
+        cdef _Leaf leaf
+        for n in names:
+            i = self.index.get(n)
+            if i is not None:
+                v = self.values[i]
+                if _is_field(v):
+                    return v
+                leaf = _Leaf.__new__(_Leaf)
+                leaf.name, leaf.hint = self.columns[i]
+                leaf.value = v
+                return leaf
+        return None
+
+
+cdef dict _INDEXES = {}  # id of a columns tuple -> (the tuple, its names' first indexes)
+
+
+cdef object _index(tuple columns):
+    """A Row's column names -> the index of the first with each; None when a column is not a
+    (name, hint) pair."""
+    held = _INDEXES.get(id(columns))
+    if held is not None and (<tuple>held)[0] is columns:
+        return (<tuple>held)[1]
+    index = {}
+    for i in range(len(columns)):
+        col = columns[i]
+        if type(col) is not tuple or len(<tuple>col) != 2:
+            return None
+        try:
+            index.setdefault((<tuple>col)[0], i)
+        except TypeError:  # a name that is no dict key: the children's walk says so
+            return None
+    if len(_INDEXES) >= 256:
+        _INDEXES.clear()
+    _INDEXES[id(columns)] = (columns, index)
+    return index
+
+
+cdef _RowLevel _row_level(object f):
+    """The first level below f read from its columns, or None when f is not a Row whose
+    children were not built, or its columns cannot be read this way."""
+    cdef Py_ssize_t i
+    if not reads_row_slots(f) or read_slot(f, True, R_KIDS, "_kids") is not None:
+        return None
+    columns = read_slot(f, True, R_COLUMNS, "columns")
+    values = read_slot(f, True, R_VALUES, "values")
+    if type(columns) is not tuple or type(values) is not tuple or len(columns) != len(values):
+        return None
+    index = _index(<tuple>columns)
+    if index is None:
+        return None
+    for i in range(len(values)):
+        v = (<tuple>values)[i]
+        if _is_field(v) and _name(v) != (<tuple>(<tuple>columns)[i])[0]:
+            return None
+    cdef _RowLevel level = _RowLevel.__new__(_RowLevel)
+    level.index, level.columns, level.values = index, columns, values
+    return level
+
+
 cdef list _levels(object f):
     out = []
     level = [f]
-    cdef int depth
+    cdef int depth, first = 0
     cdef dict byname
     cdef list nxt
-    for depth in range(SEARCH_DEPTH):
+    cdef _RowLevel row = _row_level(f)
+    if row is not None:
+        out.append(row)
+        level = [v for v in row.values if _is_field(v) and _is(_hint(v), _STRUCT)]
+        if not level:
+            return out
+        first = 1
+    for depth in range(first, SEARCH_DEPTH):
         byname = {}
         nxt = []
         for s in level:
@@ -228,10 +313,14 @@ cdef list _levels(object f):
 
 
 cdef object _nearest(list levels, tuple names):
-    cdef dict byname
-    for byname in levels:
+    for level in levels:
+        if type(level) is _RowLevel:
+            hit = (<_RowLevel>level).find(names)
+            if hit is not None:
+                return hit
+            continue
         for n in names:
-            hit = byname.get(n)
+            hit = (<dict?>level).get(n)
             if hit is not None:
                 return hit
     return None

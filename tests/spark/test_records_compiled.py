@@ -141,3 +141,23 @@ def test_a_record_row_whose_column_may_be_a_record_array(column: tuple[str, Any]
         m.fields = [Field("topic", "t", -1, 0), Field("records", None, -1, 0, [row], ARRAY)]
         m.info = {"topic": "t"}
         same(m)
+
+
+@pytest.mark.parametrize("built", [False, True])
+def test_a_record_row_whose_field_values_bear_other_names_than_their_columns(built: bool) -> None:
+    """A Row's child is its Field value when the column holds one, under the Field's own name:
+    the record's fields are found by those names, not by the columns'."""
+    cases = [
+        (("payload", BYTES), Field("value", b"v", -1, 1, None, BYTES)),
+        (("value", BYTES), Field("other", b"v", -1, 1, None, BYTES)),
+        (("timestamp", None), Field("offset", 99, -1, 8)),
+        (("x", STRUCT), Field("meta", None, -1, 0, [Field("producer_id", 5, -1, 8)], STRUCT)),
+    ]
+    for column, inner in cases:
+        row = Row("record", (("offset", None), column, ("key", BYTES), ("value", BYTES)), (7, inner, b"k", b"w"), None)
+        if built:
+            row.children  # noqa: B018 - built children are what a Row then holds
+        m = Message(Pdu(b"\0" * 16, [1], 0.0, 0.0, True), 0, "c", "s", "x")
+        m.fields = [Field("topic", "t", -1, 0), Field("records", None, -1, 0, [row], ARRAY)]
+        m.info = {"topic": "t"}
+        same(m)
