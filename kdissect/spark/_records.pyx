@@ -11,9 +11,10 @@ as that Field, which is what Row.children would give.
 from kdissect._model cimport (F_CHILDREN, F_DISPLAY, F_HINT, F_NAME, F_VALUE, R_COLUMNS, R_KIDS,
                               R_VALUES, read_slot, reads_field_slots, reads_row_slots)
 
+from kdissect.spark._coerce cimport int32 as _int32, int64 as _int64
+
 import kdissect.spark.records as R
 from kdissect.model import ARRAY, BYTES, STRUCT, Field, Row
-from kdissect.spark.values import as_bigint, as_int
 
 cdef object _ARRAY = ARRAY, _BYTES = BYTES, _STRUCT = STRUCT
 cdef object _Field = Field, _Row = Row
@@ -32,7 +33,6 @@ cdef int SEARCH_DEPTH = R.SEARCH_DEPTH
 cdef object MAX_TIMESTAMP_MS = R.MAX_TIMESTAMP_MS
 cdef object KAFKA_CODECS = R.KAFKA_CODECS
 cdef object _pure_headers = None, _pure_text = None
-cdef object INT32_LO = -(1 << 31), INT32_HI = (1 << 31) - 1, INT64_LO = -(1 << 63), INT64_HI = (1 << 63) - 1
 
 
 cdef void _load():
@@ -362,22 +362,6 @@ cdef object _fact_field(list own, _Where where, tuple names, bint around_first):
 cdef object _fact(list own, _Where where, tuple names, bint around_first=False):
     hit = _fact_field(own, where, names, around_first)
     return None if hit is None else _value(hit)
-
-
-cdef inline object _int32(object v):
-    if v is None:
-        return None
-    if type(v) is int:
-        return v if INT32_LO <= v <= INT32_HI else None
-    return as_int(v)
-
-
-cdef inline object _int64(object v):
-    if v is None:
-        return None
-    if type(v) is int:
-        return v if INT64_LO <= v <= INT64_HI else None
-    return as_bigint(v)
 
 
 cdef object _binary(object v):

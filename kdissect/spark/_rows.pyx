@@ -9,6 +9,8 @@ the column's converter, a path with "*" through values.walk. The generic info ma
 values.json_map's fast path for strings, integers, booleans and nulls, and json_text for the rest.
 """
 
+from kdissect.spark._coerce cimport int32, int64, text
+
 import kdissect.spark.rows as R
 import kdissect.spark.values as V
 from kdissect import protocols
@@ -23,30 +25,11 @@ cdef object walk = V.walk
 cdef object json_text = V.json_text
 cdef object quote = V._quote
 cdef object utc_date = V.utc_date
-cdef object as_int = V.as_int
-cdef object as_text = V.as_text
-cdef object INT32_LO = V.INT32[0], INT32_HI = V.INT32[1], INT64_LO = V.INT64[0], INT64_HI = V.INT64[1]
 
 # Column types whose common values are converted here (others: the column's converter).
 cdef enum Kind:
     OTHER, STRING, INT32, INT64
 cdef dict KINDS = {"string": STRING, "int": INT32, "bigint": INT64}
-
-
-cdef inline object _text(object v):
-    """values.as_text, its common cases here."""
-    if v is None or type(v) is str:
-        return v
-    return as_text(v)
-
-
-cdef inline object _int32(object v):
-    """values.as_int, its common cases here."""
-    if v is None:
-        return None
-    if type(v) is int:
-        return v if INT32_LO <= v <= INT32_HI else None
-    return as_int(v)
 
 
 cdef object _walk(object node, tuple parts):
@@ -70,9 +53,9 @@ cdef object _convert(object conv, object t, object v):
             return v
     elif tv is int:
         if kind == INT32:
-            return v if INT32_LO <= v <= INT32_HI else None
+            return int32(v)
         if kind == INT64:
-            return v if INT64_LO <= v <= INT64_HI else None
+            return int64(v)
     return conv(v)
 
 
@@ -119,16 +102,16 @@ cdef list _json_map(dict d):
     for k, v in d.items():
         tv = type(v)
         if tv is str:
-            text = quote(v)
+            s = quote(v)
         elif tv is int:
-            text = int.__repr__(v)
+            s = int.__repr__(v)
         elif tv is bool:
-            text = "true" if v else "false"
+            s = "true" if v else "false"
         elif v is None:
-            text = "null"
+            s = "null"
         else:
-            text = json_text(v)
-        out.append((k, text))
+            s = json_text(v)
+        out.append((k, s))
     return out
 
 
@@ -155,13 +138,13 @@ def message_row(m, max_bytes=256, d=None):
         "kind": d["kind"],
         "summary": d["summary"],
         "length": d["length"],
-        "op": _text((<dict>info).get("op")),
-        "op_code": _int32((<dict>info).get("op_code")),
-        "version": _int32((<dict>info).get("version")),
-        "corr": _text((<dict>info).get("corr")),
-        "error_code": _int32((<dict>info).get("error_code")),
-        "error": _text((<dict>info).get("error")),
-        "topic": _text((<dict>info).get("topic")),
+        "op": text((<dict>info).get("op")),
+        "op_code": int32((<dict>info).get("op_code")),
+        "version": int32((<dict>info).get("version")),
+        "corr": text((<dict>info).get("corr")),
+        "error_code": int32((<dict>info).get("error_code")),
+        "error": text((<dict>info).get("error")),
+        "topic": text((<dict>info).get("topic")),
         "info": _json_map(<dict>info),
         "fields": json_text(fields),
         "diagnostics": d["diagnostics"],
@@ -210,11 +193,11 @@ cdef dict _transaction(object req, object resp):
         "stream": first.stream,
         "protocol": first.protocol,
         "status": STATUS[(req is not None, resp is not None)],
-        "op": _text(_fact(qinfo, rinfo, "op")),
-        "op_code": _int32(_fact(qinfo, rinfo, "op_code")),
-        "version": _int32(_fact(qinfo, rinfo, "version")),
-        "corr": _text(_fact(qinfo, rinfo, "corr")),
-        "topic": _text(_fact(qinfo, rinfo, "topic")),
+        "op": text(_fact(qinfo, rinfo, "op")),
+        "op_code": int32(_fact(qinfo, rinfo, "op_code")),
+        "version": int32(_fact(qinfo, rinfo, "version")),
+        "corr": text(_fact(qinfo, rinfo, "corr")),
+        "topic": text(_fact(qinfo, rinfo, "topic")),
         "client": req.src if req is not None else first.dst,
         "server": req.dst if req is not None else first.src,
         "expects_response": req.expects_response if req is not None else None,
@@ -224,8 +207,8 @@ cdef dict _transaction(object req, object resp):
     ts = first.ts
     row["time"] = round(ts * 1_000_000)
     row["rtt_ms"] = None if rtt is None else round(rtt * 1000.0, 3)
-    row["error_code"] = _int32(rinfo.get("error_code"))
-    row["error"] = _text(rinfo.get("error"))
+    row["error_code"] = int32(rinfo.get("error_code"))
+    row["error"] = text(rinfo.get("error"))
     row["date"] = utc_date(ts)
     return row
 

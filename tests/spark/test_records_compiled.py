@@ -134,13 +134,7 @@ def test_a_record_row_whose_column_may_be_a_record_array(column: tuple[str, Any]
     whether the column holds a scalar (a null array) or a Field, and whether its children were
     built."""
     for inner in (None, b"v", Field(column[0], None, -1, 0, [Field("value", b"x", -1, 1, None, BYTES)], ARRAY)):
-        row = Row("record", (("offset", None), column, ("key", BYTES)), (7, inner, b"k"), None)
-        if built:
-            row.children  # noqa: B018 - built children are what a Row then holds
-        m = Message(Pdu(b"\0" * 16, [1], 0.0, 0.0, True), 0, "c", "s", "x")
-        m.fields = [Field("topic", "t", -1, 0), Field("records", None, -1, 0, [row], ARRAY)]
-        m.info = {"topic": "t"}
-        same(m)
+        same_in_a_record_array(Row("record", (("offset", None), column, ("key", BYTES)), (7, inner, b"k"), None), built)
 
 
 @pytest.mark.parametrize("built", [False, True])
@@ -154,10 +148,15 @@ def test_a_record_row_whose_field_values_bear_other_names_than_their_columns(bui
         (("x", STRUCT), Field("meta", None, -1, 0, [Field("producer_id", 5, -1, 8)], STRUCT)),
     ]
     for column, inner in cases:
-        row = Row("record", (("offset", None), column, ("key", BYTES), ("value", BYTES)), (7, inner, b"k", b"w"), None)
-        if built:
-            row.children  # noqa: B018 - built children are what a Row then holds
-        m = Message(Pdu(b"\0" * 16, [1], 0.0, 0.0, True), 0, "c", "s", "x")
-        m.fields = [Field("topic", "t", -1, 0), Field("records", None, -1, 0, [row], ARRAY)]
-        m.info = {"topic": "t"}
-        same(m)
+        columns = (("offset", None), column, ("key", BYTES), ("value", BYTES))
+        same_in_a_record_array(Row("record", columns, (7, inner, b"k", b"w"), None), built)
+
+
+def same_in_a_record_array(row: Row, built: bool) -> None:
+    """The records of a message whose record array holds row (its children built or not)."""
+    if built:
+        row.children  # noqa: B018 - built children are what a Row then holds
+    m = Message(Pdu(b"\0" * 16, [1], 0.0, 0.0, True), 0, "c", "s", "x")
+    m.fields = [Field("topic", "t", -1, 0), Field("records", None, -1, 0, [row], ARRAY)]
+    m.info = {"topic": "t"}
+    same(m)

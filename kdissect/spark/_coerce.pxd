@@ -1,0 +1,6 @@
+# values.py's column coercions for the compiled Spark twins (kdissect/spark/_coerce.pyx): the
+# common cases (None, an int in range, a str) in C, every other value through values.py.
+
+cdef object int32(object v)
+cdef object int64(object v)
+cdef object text(object v)

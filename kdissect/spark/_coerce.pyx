@@ -1,0 +1,33 @@
+"""values.py's column coercions, shared by the compiled Spark twins (_rows.pyx, _records.pyx):
+as_int, as_bigint and as_text with their common cases (None, an int in range, a str) in C and
+every other value handed to the pure function, so the rules stay values.py's."""
+
+import kdissect.spark.values as V
+
+cdef object as_int = V.as_int, as_bigint = V.as_bigint, as_text = V.as_text
+cdef object INT32_LO = V.INT32[0], INT32_HI = V.INT32[1], INT64_LO = V.INT64[0], INT64_HI = V.INT64[1]
+
+
+cdef inline object _ranged(object v, object lo, object hi, object pure):
+    if v is None:
+        return None
+    if type(v) is int:
+        return v if lo <= v <= hi else None
+    return pure(v)
+
+
+cdef object int32(object v):
+    """values.as_int."""
+    return _ranged(v, INT32_LO, INT32_HI, as_int)
+
+
+cdef object int64(object v):
+    """values.as_bigint."""
+    return _ranged(v, INT64_LO, INT64_HI, as_bigint)
+
+
+cdef object text(object v):
+    """values.as_text."""
+    if v is None or type(v) is str:
+        return v
+    return as_text(v)
