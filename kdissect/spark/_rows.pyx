@@ -61,8 +61,8 @@ cdef object _convert(object conv, object t, object v):
 
 def project(c, fields, info):
     """A protocol struct: per column, the first path holding a value of the column's type."""
-    if type(c) is not tuple or type(fields) is not dict or type(info) is not dict:
-        return _pure_project(c, fields, info)
+    if type(c) is not tuple or type(fields) is not dict or type(info) is not dict or len(_empty(c)) != len(c):
+        return _pure_project(c, fields, info)  # (the last: two columns of one name)
     return _project(<tuple>c, <dict>fields, <dict>info)
 
 

@@ -145,5 +145,7 @@ def test_random_messages_give_the_same_rows(protocol: str, kind: str, info: dict
 
 def test_odd_inputs_go_to_the_pure_functions() -> None:
     c = projections()[0]
-    for args in ((list(c), {"x": 1}, {}), (c, [], {"op": "x"}), (c, {}, None)):
+    twice = (*c, (c[0][0], ((True, ("x",)),), *c[0][2:]))  # a column's name again, read elsewhere
+    for args in ((list(c), {"x": 1}, {}), (c, [], {"op": "x"}), (c, {}, None), (twice, {}, {"x": 3}),
+                 (twice, {"header": {"api_key": 1}}, {})):
         same("project", *args)
