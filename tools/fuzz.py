@@ -15,6 +15,9 @@ a few random mutations, run through the whole reading path:
   kafka, zookeeper,       a list of frames -> Pipeline; the mutations hit link, IP and TCP
   pulsar, rocketmq        headers, sequence numbers, payload bytes, and the order, loss and
                           duplication of segments
+  spark                   the frames of every protocol -> Pipeline -> each message's Spark rows
+                          (its messages row, records and transaction), made by the compiled
+                          twins and by the pure functions: a difference is a finding too
 
 A finding is an exception other than the documented one (UsageError: "not a capture"), an
 input slower than --max-seconds, or one that grows the peak memory by more than --max-mb. The
@@ -57,7 +60,7 @@ from kdissect.protocols import DissectorRegistry  # noqa: E402
 CAPTURES = ROOT / "captures"
 PROTOCOLS = ("kafka", "zookeeper", "pulsar", "rocketmq")
 CAPTURE_TARGETS = ("pcap", "pcapng", "gzip")
-TARGETS = CAPTURE_TARGETS + PROTOCOLS + ("tls",)
+TARGETS = CAPTURE_TARGETS + PROTOCOLS + ("tls", "spark")
 # The tls target decrypts with the key logs of captures/tls, all in one file.
 TLS_KEYLOG = Path(tempfile.gettempdir()) / "kdissect-fuzz-tls.keys"
 MAX_TLS_FRAMES = 40  # a TLS seed is a whole connection (its handshake and records), at most this long
@@ -379,6 +382,36 @@ def run_capture(data: bytes, registry: DissectorRegistry, name: str = "fuzz.pcap
     return n + len(pipe.finish())
 
 
+def run_rows(frames: list[RawFrame], registry: DissectorRegistry) -> int:
+    """run_frames, each message then made into Spark rows by the compiled twins and by the pure
+    functions (the same, or an AssertionError)."""
+    from kdissect.spark import records, rows
+
+    pipe = Pipeline(registry, OPTS)
+    n = 0
+    for f in [*frames, None]:
+        for m in pipe.feed(f) if f is not None else pipe.finish():
+            n += 1
+            bound = repr((rows.message_row(m), records.extract(m, 256), rows.transaction_row(m)))
+            if bound != _pure_rows(m):
+                raise AssertionError("the compiled and the pure Spark rows of a message differ")
+    return n
+
+
+def _pure_rows(m: Any) -> str:
+    from kdissect.spark import rows
+
+    def pure(module: str, name: str) -> Any:
+        return accel.pure(f"kdissect.spark.{module}", name)
+
+    compiled_project = rows.project
+    rows.project = pure("rows", "project")  # what the pure message_row calls
+    try:
+        return repr((pure("rows", "message_row")(m), pure("records", "extract")(m, 256), pure("rows", "transaction_row")(m)))
+    finally:
+        rows.project = compiled_project
+
+
 # -- the loop ---------------------------------------------------------------------------
 
 
@@ -404,15 +437,16 @@ def build_target(name: str, seeds: list[Seed]) -> Target:
             return run_frames(frames, registry, tls_opts)
 
         return Target(name, make_tls, run_tls, lambda frames: (write_pcap(frames), "pcap"))
-    if name in PROTOCOLS:
-        mine = [s for s in seeds if s.protocol == name]
+    if name in PROTOCOLS or name == "spark":
+        mine = [s for s in seeds if s.protocol == name or name == "spark"]
         donors = [f.data[_tcp_offset(f.data) + 20 :] for s in mine for f in s.frames]
 
         def make_frames(rng: random.Random) -> tuple[Any, DissectorRegistry, list[str]]:
             s = rng.choice(mine)
             return mutate_frames(rng, s.frames, donors), s.registry, s.decode_as
 
-        return Target(name, make_frames, run_frames, lambda frames: (write_pcap(frames), "pcap"))
+        return Target(name, make_frames, run_rows if name == "spark" else run_frames,
+                      lambda frames: (write_pcap(frames), "pcap"))
 
     files: dict[str, list[tuple[bytes, Seed]]] = {}  # by protocol: each protocol as often as the others
     for i, s in enumerate(seeds):
@@ -560,7 +594,11 @@ def replay(path: Path, decode_as: list[str], keylog: str | None = None) -> int:
 
     registry = DissectorRegistry(decode_as=parse_decode_as(decode_as))
     t0 = time.perf_counter()
-    n = run_capture(path.read_bytes(), registry, path.name, keylog)
+    if path.name.startswith("spark-"):  # its frames, made into Spark rows both ways
+        with CaptureFile(path.name, io.BytesIO(path.read_bytes())) as cap:
+            n = run_rows(list(cap), registry)
+    else:
+        n = run_capture(path.read_bytes(), registry, path.name, keylog)
     print(f"{path}: {n} messages in {time.perf_counter() - t0:.3f} s, no exception")
     return 0
 
