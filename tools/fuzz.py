@@ -631,6 +631,9 @@ def main(argv: list[str] | None = None) -> int:
         # a runaway allocation is a MemoryError, not a dead machine
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
     DissectorRegistry()  # (loads every dissector, and with them the compiled modules they use)
+    if args.target in ("spark", "all"):
+        import kdissect.spark.records
+        import kdissect.spark.rows  # noqa: F401 - (their compiled twins, for the line below)
     print(f"compiled core: {', '.join(accel.loaded()) or 'none (pure Python)'}"
           f"{' under AddressSanitizer' if asan else ''}")
     seeds = load_seeds()
