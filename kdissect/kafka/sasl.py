@@ -199,14 +199,14 @@ def _oauth_server(text: str, offset: int) -> list[Field] | None:
     """An error status as JSON ({"status": ..., "scope": ..., "openid-configuration": ...})."""
     try:
         doc = json.loads(text)
-    except ValueError:
+        if not isinstance(doc, dict):
+            return None
+        fields = [Field("step", "server_error", offset, len(text.encode()))]
+        for key in ("status", "scope", "openid-configuration"):
+            if key in doc:
+                fields.append(Field(key.replace("-", "_"), str(doc[key]), offset, len(text.encode())))
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python's stack goes
         return None
-    if not isinstance(doc, dict):
-        return None
-    fields = [Field("step", "server_error", offset, len(text.encode()))]
-    for key in ("status", "scope", "openid-configuration"):
-        if key in doc:
-            fields.append(Field(key.replace("-", "_"), str(doc[key]), offset, len(text.encode())))
     return fields
 
 

@@ -198,3 +198,9 @@ def test_any_token_decodes_to_fields(mechanism: str | None, is_request: bool, te
     data = text.encode()
     fields = decode_sasl_auth_bytes(mechanism, data, 7, is_request, HIDE)
     assert fields[0].name == "mechanism" and all(isinstance(f, Field) for f in fields)
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"status":' * 100_000 + "1" + "}" * 100_000])
+def test_a_server_message_nested_deeper_than_the_stack_stays_a_token(text: str) -> None:
+    fields = decode_sasl_auth_bytes("OAUTHBEARER", text.encode(), 0, False, HIDE)
+    assert [f.name for f in fields] == ["mechanism", "token"]
