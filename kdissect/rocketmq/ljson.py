@@ -80,7 +80,7 @@ def _unescape(raw: bytes) -> str:
 
 
 def _number(raw: bytes) -> int | float:
-    if re.fullmatch(rb"-?\d+", raw):
+    if re.fullmatch(rb"-?\d{1,4300}", raw):  # (int() refuses longer digit strings: a float, then)
         return int(raw)
     try:
         return float(raw)

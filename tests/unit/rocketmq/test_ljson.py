@@ -65,3 +65,10 @@ def test_looks_like_json() -> None:
     assert looks_like_json(b"[1]")
     assert not looks_like_json(b"Hello")
     assert not looks_like_json(b"   ")
+
+
+def test_a_number_longer_than_int_takes_is_a_float() -> None:
+    digits = "9" * 5000
+    node, _ = parse(f'{{"a":{digits},"b":-{digits},"c":{"9" * 4300}}}'.encode())
+    plain = node.plain()
+    assert plain["a"] == float("inf") and plain["b"] == float("-inf") and plain["c"] == int("9" * 4300)
