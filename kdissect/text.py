@@ -28,6 +28,19 @@ def value_word(v: object) -> str:
     return str(v)
 
 
+# Control characters (C0, DEL, C1) as a line of text output writes them: escaped as Python
+# writes them in a string's repr, so that no name in a capture moves the cursor, colours or
+# retitles the terminal, or forges a line of output.
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
+_CONTROLS.update({ord("\t"): "\\t", ord("\n"): "\\n", ord("\r"): "\\r"})
+
+
+def shown(text: str) -> str:
+    """Text from a capture as a terminal line shows it: control characters escaped (`\\x1b`,
+    `\\n`), everything else as it is."""
+    return text if text.isprintable() else text.translate(_CONTROLS)
+
+
 def short_source(source: str) -> str:
     """Where generated tables came from, `owner/repo@<40 hex>`, with the commit cut to 12 digits."""
     repo, sep, commit = source.partition("@")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -251,3 +252,23 @@ def test_standard_output_is_written_in_blocks_off_a_terminal(tmp_path: Path, mon
     assert (tmp_path / "out").read_bytes() == b""
     sys.stdout.flush()
     assert (tmp_path / "out").read_bytes() == b"one line\n"
+
+
+def test_names_from_a_capture_are_text_not_markup_nor_terminal_control(tmp_path: Path) -> None:
+    """A client id that looks like rich markup or holds control characters is shown as text by
+    every text output (never a markup error, never a raw escape sequence)."""
+    c = TcpConn()
+    pkts = c.handshake()
+    for corr, client in enumerate(("[/bold] [red]x", "evil\x1b[2J\r\nforged"), 1):
+        pkts.append(c.segment(True, kafka_request(18, 0, corr, client)))
+    path = tmp_path / "names.pcap"
+    write_pcap(str(path), [Pkt(i * 0.001, ethernet(p)) for i, p in enumerate(pkts)])
+    wide = {**os.environ, "COLUMNS": "1000"}  # (a table's cells are not folded)
+    outputs = [run(*cmd, str(path), "--decode-as", "9092=kafka", env=wide) for cmd in (
+        ("read",), ("read", "-V"), ("stats",), ("conversations",),
+        ("export", "-T", "fields", "-e", "kafka.client_id", "-e", "kdissect.summary"))]
+    for r in outputs:
+        assert r.returncode == 0, r.stderr
+        assert "\x1b" not in r.stdout and "\r" not in r.stdout
+    assert "[/bold] [red]x" in outputs[2].stdout and "evil\\x1b[2J\\r\\nforged" in outputs[2].stdout
+    assert outputs[4].stdout.splitlines()[1] == "evil\\x1b[2J\\r\\nforged\tApiVersions v0 request corr=2 client=evil\\x1b[2J\\r\\nforged"

@@ -16,6 +16,7 @@ from kdissect.filter.errors import FilterError
 from kdissect.filter.keys import PRESENT, compile_key
 from kdissect.model import ARRAY, RAW, STRUCT, Field, Message
 from kdissect.render.jsonout import dumps, field_value, text_or_hex
+from kdissect.text import shown
 
 _CHARS = {"/t": "\t", "/s": " ", "/n": "\n"}
 _QUOTES = {"d": '"', "s": "'", "n": ""}
@@ -93,7 +94,7 @@ class FieldsWriter:
         fmt = self.fmt
         cells = []
         for find in self.finders:
-            texts = [t for f in find(m) for t in node_texts(f, self.max_bytes)]
+            texts = [shown(t) for f in find(m) for t in node_texts(f, self.max_bytes)]
             if texts and fmt.occurrence != "a":
                 texts = texts[:1] if fmt.occurrence == "f" else texts[-1:]
             cell = fmt.aggregator.join(texts)

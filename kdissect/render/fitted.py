@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
+
+from kdissect.text import shown
 
 TEXT_MIN = 12  # a wrapped text column is at least this wide (or its natural width, if less)
 ADDRESS = 21  # an IPv4 address and port ("255.255.255.255:65535") is not wrapped
@@ -76,7 +79,10 @@ def choose(cols: list[Col], rows: list[list[str]], width: int) -> tuple[list[int
 
 
 def fitted_table(cols: list[Col], rows: list[list[str]], width: int, **options: Any) -> Fitted:
-    """A rich Table of the columns that fit `width`, and the names of those left out."""
+    """A rich Table of the columns that fit `width`, and the names of those left out. Cells are
+    text as it is, never rich markup (a topic or client id may hold brackets), with control
+    characters escaped."""
+    rows = [[shown(cell) for cell in r] for r in rows]
     keep, widths = choose(cols, rows, width)
     t = Table(show_edge=False, pad_edge=False, **options)
     for j, i in enumerate(keep):
@@ -84,5 +90,5 @@ def fitted_table(cols: list[Col], rows: list[list[str]], width: int, **options: 
         t.add_column(c.name, justify="left" if c.text else "right", overflow="fold",
                      width=None if widths is None else widths[j])
     for r in rows:
-        t.add_row(*(r[i] for i in keep))
+        t.add_row(*(Text(r[i]) for i in keep))
     return Fitted(t, [cols[i].name for i in range(len(cols)) if i not in keep])

@@ -26,7 +26,7 @@ from kdissect.model import (
 )
 from kdissect.render.jsonout import printable
 from kdissect.render.timecol import TimeColumn
-from kdissect.text import plural, value_word
+from kdissect.text import plural, shown, value_word
 
 if TYPE_CHECKING:  # rich is loaded only for a colour terminal
     from rich.console import Console
@@ -51,7 +51,7 @@ def summary_plain(m: Message, when: str, width_addr: int = 21) -> str:
     """The packet-list line as plain text (the same columns as summary_line); `when` is the
     time column (TimeColumn.text)."""
     return (f"{m.frame:>6} {when} {m.src:>{width_addr}} → {m.dst:<{width_addr}} "
-            f"{m.protocol.upper():<9} {LOCK if m.tls is not None else ''}{m.summary}{rtt_text(m)}")
+            f"{m.protocol.upper():<9} {LOCK if m.tls is not None else ''}{shown(m.summary)}{rtt_text(m)}")
 
 
 def summary_line(m: Message, when: str, width_addr: int = 21, proto_style: str = "bold") -> Text:
@@ -68,7 +68,7 @@ def summary_line(m: Message, when: str, width_addr: int = 21, proto_style: str =
         t.append(LOCK)
     worst = m.worst
     style = SEVERITY_STYLE[worst] if worst in (Severity.ERROR, Severity.WARNING) else ""
-    t.append(m.summary + rtt_text(m), style=style)
+    t.append(shown(m.summary) + rtt_text(m), style=style)
     return t
 
 
@@ -152,12 +152,12 @@ def tree_lines(fields: list[Field], max_bytes: int, indent: int = 1) -> list[str
     out: list[str] = []
     pad = "    " * indent
     for f in fields:
-        out.append(pad + field_label(f, max_bytes))
+        out.append(pad + shown(field_label(f, max_bytes)))
         if f.hint == STRUCT:
             out.extend(tree_lines(f.children or [], max_bytes, indent + 1))
         elif f.hint == ARRAY:
             for i, c in enumerate(f.children or []):
-                out.append(f"{pad}    {field_label(c, max_bytes, i)}")
+                out.append(f"{pad}    {shown(field_label(c, max_bytes, i))}")
                 if c.hint == STRUCT:
                     out.extend(tree_lines(c.children or [], max_bytes, indent + 2))
         elif f.children:
@@ -236,7 +236,7 @@ class TextRenderer:
         frames = ", ".join(str(f) for f in m.frames[:20]) + (" …" if len(m.frames) > 20 else "")
         out = [f"    frames: {frames}  stream: {m.stream}  length: {len(m.data)}"]
         if m.tls is not None:
-            out.append(f"    decrypted from {m.tls.text()}")
+            out.append(f"    decrypted from {shown(m.tls.text())}")
         if m.match is not None:
             rtt = "" if m.match.rtt is None else f" after {m.match.rtt * 1000:.3f} ms"
             out.append(f"    {m.match.kind} in frame {m.match.frame}{rtt}")
@@ -249,5 +249,5 @@ class TextRenderer:
 def diag_text(d: Diagnostic) -> str:
     """A diagnostic's line under the tree (-V), indented: `[severity/group] key @offset: text`."""
     at = f" @{d.offset}" if d.offset >= 0 else ""
-    return f"    [{d.severity.value}/{d.group.value}] {d.key}{at}: {d.message}"
+    return f"    [{d.severity.value}/{d.group.value}] {d.key}{at}: {shown(d.message)}"
 

@@ -10,14 +10,18 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
+from kdissect.text import shown
+
 CURSOR = Style(reverse=True)
 CURSOR_UNFOCUSED = Style(underline=True, bold=True)
 
 
 def fit(text: str, width: int, right: bool = False) -> str:
-    """`text` in exactly `width` cells: cut with "…" when longer, padded when shorter."""
+    """`text` in exactly `width` cells: cut with "…" when longer, padded when shorter (its
+    control characters escaped first, as strip_of writes them)."""
     if width <= 0:
         return ""
+    text = shown(text)
     n = cell_len(text)
     if n > width:
         return set_cell_size(text, width - 1) + "…" if width > 1 else "…"
@@ -26,9 +30,10 @@ def fit(text: str, width: int, right: bool = False) -> str:
 
 
 def strip_of(parts: Iterable[tuple[str, Style | None]], width: int, line_style: Style | None = None) -> Strip:
-    """A strip of (text, style) parts, exactly `width` cells, `line_style` under every part."""
+    """A strip of (text, style) parts, exactly `width` cells, `line_style` under every part;
+    control characters (from a capture's names) escaped, never sent to the terminal."""
     base = line_style or Style()
-    segments = [Segment(text, base + style if style is not None else base) for text, style in parts if text]
+    segments = [Segment(shown(text), base + style if style is not None else base) for text, style in parts if text]
     return Strip(segments).adjust_cell_length(width, base)
 
 

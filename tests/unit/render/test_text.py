@@ -50,3 +50,34 @@ def test_row_renders_like_the_fields_it_stands_for() -> None:
     fresh = Row("record", cols, (5, 1700000000000, b"k\x00", headers), None)
     assert tree_lines([fresh], 256) == tree_lines([fields], 256)
     assert "2023-11-14T22:13:20.000Z (1700000000000)" in "\n".join(tree_lines([fields], 256))
+
+
+HOSTILE = "evil\x1b]0;title\x07\x1b[31mred\x1b[0m\r\nforged line\t\x9b[2J"
+
+
+def test_control_characters_from_a_capture_are_escaped_in_every_text_line() -> None:
+    """A client id can hold escape sequences and line ends: the terminal sees them escaped, so
+    nothing retitles or colours it, moves its cursor or forges a line of output."""
+    c = TcpConn()
+    pkts = c.handshake()
+    pkts.append(c.segment(True, kafka_request(18, 0, 7, HOSTILE)))
+    msgs = run_packets(pkts)
+    escaped = "evil\\x1b]0;title\\x07\\x1b[31mred\\x1b[0m\\r\\nforged line\\t\\x9b[2J"
+    for colour in (False, True):
+        out = io.StringIO()
+        console = Console(file=out, force_terminal=colour, color_system="standard" if colour else None,
+                          no_color=not colour, width=10_000)
+        renderer = TextRenderer(console, True, True)
+        for m in msgs:
+            renderer.render(m)
+        text = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue()) if colour else out.getvalue()
+        assert f"client={escaped}" in text
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text)
+        assert all(not line.startswith("forged") for line in text.splitlines())
+
+
+def test_shown_escapes_control_characters_only() -> None:
+    from kdissect.text import shown
+
+    assert shown("topic-é → 🔒 [x]") == "topic-é → 🔒 [x]"
+    assert shown("a\x00b\x7fc\x85d\ne") == "a\\x00b\\x7fc\\x85d\\ne"
