@@ -265,10 +265,10 @@ def test_names_from_a_capture_are_text_not_markup_nor_terminal_control(tmp_path:
     write_pcap(str(path), [Pkt(i * 0.001, ethernet(p)) for i, p in enumerate(pkts)])
     wide = {**os.environ, "COLUMNS": "1000"}  # (a table's cells are not folded)
     outputs = [run(*cmd, str(path), "--decode-as", "9092=kafka", env=wide) for cmd in (
-        ("read",), ("read", "-V"), ("stats",), ("conversations",),
+        ("read",), ("read", "-V"), ("stats",), ("conversations",), ("expert",),
         ("export", "-T", "fields", "-e", "kafka.client_id", "-e", "kdissect.summary"))]
     for r in outputs:
         assert r.returncode == 0, r.stderr
         assert "\x1b" not in r.stdout and "\r" not in r.stdout
     assert "[/bold] [red]x" in outputs[2].stdout and "evil\\x1b[2J\\r\\nforged" in outputs[2].stdout
-    assert outputs[4].stdout.splitlines()[1] == "evil\\x1b[2J\\r\\nforged\tApiVersions v0 request corr=2 client=evil\\x1b[2J\\r\\nforged"
+    assert outputs[5].stdout.splitlines()[1] == "evil\\x1b[2J\\r\\nforged\tApiVersions v0 request corr=2 client=evil\\x1b[2J\\r\\nforged"

@@ -19,6 +19,7 @@ from kdissect.errors import UsageError
 from kdissect.expert.analyzers import ANALYZERS
 from kdissect.expert.engine import Expert, Result
 from kdissect.model import Severity
+from kdissect.text import shown
 
 SEVERITIES = [s.value for s in Severity]
 STYLES = {"error": "bold red", "warning": "yellow", "note": "cyan", "chat": "dim"}
@@ -80,7 +81,7 @@ def show_text(c: Any, findings: list[Any], result: Result, name: str) -> None:
     c.print(f"{name}: {result.messages} messages; {tally}", highlight=False, markup=False)
     for f in findings:
         c.print()
-        c.print(f"[{STYLES[f.severity.value]}]{f.severity.value:<8}[/]{_escape(f.summary)}", highlight=False)
+        c.print(f"[{STYLES[f.severity.value]}]{f.severity.value:<8}[/]{_escape(shown(f.summary))}", highlight=False)
         evidence = [f.kind.category, f.kind.key]
         if f.frames:
             more = "…" if f.count > len(f.frames) and len(f.frames) > 1 else ""

@@ -15,6 +15,7 @@ import click
 
 from kdissect.cliutil import current_filter_text, current_keylog, decode_options, make_console
 from kdissect.errors import KdissectError, UsageError
+from kdissect.text import shown
 
 if TYPE_CHECKING:
     from kdissect.spark.progress import StatusLine
@@ -140,6 +141,7 @@ def _guarded(fn: Any, log: str) -> Any:
 
 def _print_report(spark: Any, console: Any, log: str) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     from kdissect.spark import report
 
@@ -150,5 +152,5 @@ def _print_report(spark: Any, console: Any, log: str) -> None:
         for col in t.columns:
             table.add_column(col, justify="left" if col in ("protocol", "op", "topic", "client_host") else "right")
         for row in t.rows:
-            table.add_row(*("" if v is None else str(v) for v in row))
+            table.add_row(*(Text("" if v is None else shown(str(v))) for v in row))  # a topic is no markup
         console.print(table)
