@@ -80,8 +80,11 @@ def _unescape(raw: bytes) -> str:
 
 
 def _number(raw: bytes) -> int | float:
-    if re.fullmatch(rb"-?\d{1,4300}", raw):  # (int() refuses longer digit strings: a float, then)
-        return int(raw)
+    try:
+        # (int() refuses digit strings past the interpreter's limit, 4300 by default: a float, then)
+        return int(raw) if re.fullmatch(rb"-?\d+", raw) else float(raw)
+    except ValueError:
+        pass
     try:
         return float(raw)
     except ValueError:

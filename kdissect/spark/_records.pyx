@@ -92,32 +92,43 @@ cdef inline object _display(object f):
     return read_slot(f, reads_field_slots(f), F_DISPLAY, "display")
 
 
+cdef _Leaf _leaf(object column, object value):
+    """The child a Row's scalar column stands for: its name and hint, and the value."""
+    cdef _Leaf leaf = _Leaf.__new__(_Leaf)
+    leaf.name, leaf.hint = column
+    leaf.value = value
+    return leaf
+
+
+cdef tuple _unbuilt(object f):
+    """(columns, values) of a Row whose child Fields were not built, when they can be read
+    without building them; None for anything else (a Field, built children, columns and
+    values that do not pair up)."""
+    if not reads_row_slots(f) or read_slot(f, True, R_KIDS, "_kids") is not None:
+        return None
+    columns = read_slot(f, True, R_COLUMNS, "columns")
+    values = read_slot(f, True, R_VALUES, "values")
+    if type(columns) is not tuple or type(values) is not tuple or len(columns) != len(values):
+        return None
+    return columns, values
+
+
 cdef object _children(object f):
     """f.children, without building the child Fields of a Row: a list of nodes, or None."""
-    cdef _Leaf leaf
     cdef Py_ssize_t i
     if type(f) is _Leaf:
         return None
     if not reads_row_slots(f):
         return read_slot(f, reads_field_slots(f), F_CHILDREN, "children")
-    kids = read_slot(f, True, R_KIDS, "_kids")
-    if kids is not None:
-        return kids
-    columns = read_slot(f, True, R_COLUMNS, "columns")
-    values = read_slot(f, True, R_VALUES, "values")
-    if type(columns) is not tuple or type(values) is not tuple or len(columns) != len(values):
-        return f.children  # what Row.children makes of it (it raises as the pure walk would)
+    cv = _unbuilt(f)
+    if cv is None:  # built children, or what Row.children makes of it (it raises as the pure walk would)
+        kids = read_slot(f, True, R_KIDS, "_kids")
+        return kids if kids is not None else f.children
+    columns, values = cv
     out = []
-    for i in range(len(values)):
+    for i in range(len(<tuple>values)):
         v = (<tuple>values)[i]
-        if _is_field(v):
-            out.append(v)
-        else:
-            col = (<tuple>columns)[i]
-            leaf = _Leaf.__new__(_Leaf)
-            leaf.name, leaf.hint = col
-            leaf.value = v
-            out.append(leaf)
+        out.append(v if _is_field(v) else _leaf((<tuple>columns)[i], v))
     return out
 
 
@@ -194,20 +205,19 @@ cdef bint _holds_records(object e) except -1:
     read from its columns (a scalar column is a leaf with the column's name and hint) without
     making its leaves."""
     cdef Py_ssize_t i
-    if reads_row_slots(e) and read_slot(e, True, R_KIDS, "_kids") is None:
-        columns = read_slot(e, True, R_COLUMNS, "columns")
-        values = read_slot(e, True, R_VALUES, "values")
-        if type(columns) is tuple and type(values) is tuple and len(columns) == len(values):
-            for i in range(len(values)):
-                v = (<tuple>values)[i]
-                if _is_field(v):
-                    if _is(_hint(v), _ARRAY) and _name(v) in RECORD_ARRAYS:
-                        return True
-                else:
-                    name, hint = (<tuple>columns)[i]
-                    if _is(hint, _ARRAY) and name in RECORD_ARRAYS:
-                        return True
-            return False
+    cv = _unbuilt(e)
+    if cv is not None:
+        columns, values = cv
+        for i in range(len(<tuple>values)):
+            v = (<tuple>values)[i]
+            if _is_field(v):
+                if _is(_hint(v), _ARRAY) and _name(v) in RECORD_ARRAYS:
+                    return True
+            else:
+                name, hint = (<tuple>columns)[i]
+                if _is(hint, _ARRAY) and name in RECORD_ARRAYS:
+                    return True
+        return False
     for c in _children(e) or ():
         if _is(_hint(c), _ARRAY) and _name(c) in RECORD_ARRAYS:
             return True
@@ -222,17 +232,11 @@ cdef class _RowLevel:
     cdef tuple columns, values
 
     cdef object find(self, tuple names):
-        cdef _Leaf leaf
         for n in names:
             i = self.index.get(n)
             if i is not None:
                 v = self.values[i]
-                if _is_field(v):
-                    return v
-                leaf = _Leaf.__new__(_Leaf)
-                leaf.name, leaf.hint = self.columns[i]
-                leaf.value = v
-                return leaf
+                return v if _is_field(v) else _leaf(self.columns[i], v)
         return None
 
 
@@ -264,12 +268,10 @@ cdef _RowLevel _row_level(object f):
     """The first level below f read from its columns, or None when f is not a Row whose
     children were not built, or its columns cannot be read this way."""
     cdef Py_ssize_t i
-    if not reads_row_slots(f) or read_slot(f, True, R_KIDS, "_kids") is not None:
+    cv = _unbuilt(f)
+    if cv is None:
         return None
-    columns = read_slot(f, True, R_COLUMNS, "columns")
-    values = read_slot(f, True, R_VALUES, "values")
-    if type(columns) is not tuple or type(values) is not tuple or len(columns) != len(values):
-        return None
+    columns, values = cv
     index = _index(<tuple>columns)
     if index is None:
         return None
