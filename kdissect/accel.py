@@ -1,12 +1,18 @@
-"""The compiled core: C extensions built by Cython from the `_*.pyx` sources beside the
-modules they speed up (kdissect/wire/_varint.pyx next to varint.py, ...).
+"""The compiled core: C extensions built by Cython (setup.py), of two kinds.
 
-Each compiled module is a twin of pure-Python functions that stay the reference: the same
-inputs give the same values, objects, diagnostics and exceptions. A module with a twin ends
-with `accel.bind(globals(), "<twin>", names)`, which puts the compiled functions in place of
-its own; the pure ones stay reachable through `pure()`, for the differential tests. The pure
-path runs when an extension was not built (no C compiler at install time) or when
-KDISSECT_PURE=1 is set.
+- Twins: Cython sources beside the modules they speed up (kdissect/wire/_varint.pyx next to
+  varint.py, ...), C-typed copies of the hottest pure-Python functions, which stay the
+  reference: the same inputs give the same values, objects, diagnostics and exceptions. A
+  module with a twin ends with `accel.bind(globals(), "<twin>", names)`, which puts the compiled
+  functions in place of its own; the pure ones stay reachable through `pure()`, for the
+  differential tests.
+- Modules compiled as they are: the per-packet and per-message path (setup.py's MODULES), built
+  from their unchanged Python source into an extension beside it, which Python's import system
+  then prefers to the source.
+
+The pure-Python path runs when the extensions were not built (no C compiler at install time)
+or when KDISSECT_PURE=1 is set: then `prefer_source()` (called as the package loads) makes
+every kdissect module load from its source, and `bind` binds no twin.
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from importlib.machinery import EXTENSION_SUFFIXES, SOURCE_SUFFIXES, FileFinder, ModuleSpec, SourceFileLoader
+from types import ModuleType
 from typing import Any
 
 PURE = os.environ.get("KDISSECT_PURE", "") not in ("", "0")
@@ -52,6 +60,39 @@ def compiled(module: str, name: str) -> Any | None:
     return getattr(sys.modules[module], name) if (module, name) in _pure else None
 
 
+def is_compiled(module: ModuleType) -> bool:
+    """Whether a module was loaded from an extension (a twin, or a module compiled as it is)."""
+    return str(getattr(module, "__file__", None) or "").endswith(tuple(EXTENSION_SUFFIXES))
+
+
 def loaded() -> list[str]:
-    """The compiled modules in use."""
-    return sorted(_bound)
+    """The compiled modules in use: twins and modules compiled as they are."""
+    return sorted(name for name, module in list(sys.modules.items())
+                  if name.startswith("kdissect.") and is_compiled(module))
+
+
+class _SourceFirst:
+    """A finder of kdissect's modules that looks for Python source only, ahead of the one that
+    prefers an extension beside it (sys.meta_path)."""
+
+    _finders: dict[str, FileFinder] = {}
+
+    @classmethod
+    def find_spec(cls, name: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
+        if not name.startswith("kdissect.") or not path:
+            return None
+        for entry in path:
+            finder = cls._finders.get(entry)
+            if finder is None:
+                finder = cls._finders[entry] = FileFinder(entry, (SourceFileLoader, SOURCE_SUFFIXES))
+            spec = finder.find_spec(name, target)
+            if spec is not None:
+                return spec
+        return None  # a twin has no source: the usual finders load it (bind never asks, when pure)
+
+
+def prefer_source() -> None:
+    """Load every kdissect module not yet loaded from its Python source (KDISSECT_PURE=1)."""
+    if _SourceFirst not in sys.meta_path:
+        sys.meta_path.insert(0, _SourceFirst)
