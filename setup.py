@@ -39,6 +39,12 @@ MODULES = (
     "pulsar/summary",
     "rocketmq/dissector", "rocketmq/extfields", "rocketmq/header", "rocketmq/message", "rocketmq/summary",
     "render/text", "render/timecol",
+    "analysis/conversations", "analysis/expected", "analysis/sketch", "analysis/stats", "analysis/throughput",
+    "expert/engine", "expert/series", "expert/tree",
+    "expert/analyzers/brokers", "expert/analyzers/consumers", "expert/analyzers/network",
+    "expert/analyzers/producers", "expert/analyzers/pulsar", "expert/analyzers/rocketmq",
+    "expert/analyzers/traffic", "expert/analyzers/zookeeper",
+    "filter/evaluator", "filter/keys",
 )
 # Hostile input: every index is bounds-checked and C integer arithmetic raises on overflow, so
 # a bad length becomes a Python exception (a diagnostic), never a read outside a buffer.

@@ -634,8 +634,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.target in ("spark", "all"):
         import kdissect.spark.records
         import kdissect.spark.rows  # noqa: F401 - (their compiled twins, for the line below)
-    print(f"compiled core: {', '.join(accel.loaded()) or 'none (pure Python)'}"
-          f"{' under AddressSanitizer' if asan else ''}")
+    compiled = accel.loaded()
+    twins = [m for m in compiled if m.rpartition(".")[2].startswith("_")]
+    line = f"compiled core: {len(compiled)} modules, twins {', '.join(twins)}" if compiled else \
+        "compiled core: none (pure Python)"
+    print(line + (" under AddressSanitizer" if asan else ""))
     seeds = load_seeds()
     if args.list_seeds:
         for s in seeds:

@@ -617,7 +617,8 @@ class Bursts:
                     _count(cur.names, k, n)
                 for f in b.errors.frames:
                     cur.shown.cite(f)
-            cur.first_ts = min([m.ts, *(t for b in window if (t := b.errors.first_ts) is not None)])
+            starts = [t for b in window if (t := b.errors.first_ts) is not None]
+            cur.first_ts = min([m.ts] + starts)
             cur.shown.cite(stream=m.stream)
             return
         cur.last_ts = m.ts
