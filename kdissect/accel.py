@@ -26,7 +26,6 @@ from types import ModuleType
 from typing import Any
 
 PURE = os.environ.get("KDISSECT_PURE", "") not in ("", "0")
-_bound: dict[str, list[str]] = {}  # compiled module -> the names it replaced
 _pure: dict[tuple[str, str], Any] = {}  # (module, name) -> the pure function it replaced
 
 
@@ -41,11 +40,9 @@ def bind(namespace: dict[str, Any], twin: str, names: Iterable[str]) -> bool:
     except ImportError:
         return False
     owner = namespace["__name__"]
-    names = list(names)
     for name in names:
         _pure[(owner, name)] = namespace[name]
         namespace[name] = getattr(module, name)
-    _bound[twin] = names
     return True
 
 

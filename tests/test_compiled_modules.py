@@ -171,3 +171,14 @@ def test_the_compiled_path_loads_the_compiled_modules() -> None:
         pytest.skip("the compiled core is not built (no C compiler at install time)")
     source = [m for m in compiled_modules() if not origins[f"kdissect.{m}"].endswith(tuple(EXTENSION_SUFFIXES))]
     assert not source, f"listed in setup.py's MODULES but loaded from source: {source}"
+
+
+def test_no_compiled_module_is_older_than_its_source() -> None:
+    """An extension beside a module runs instead of its source: after an edit, rebuild it
+    (`python setup.py build_ext --inplace`), or run with KDISSECT_PURE=1."""
+    stale = []
+    for module in compiled_modules():
+        source = ROOT / "kdissect" / (module.replace(".", "/") + ".py")
+        built = [p for suffix in EXTENSION_SUFFIXES for p in [source.with_name(source.stem + suffix)] if p.exists()]
+        stale += [b.name for b in built if b.stat().st_mtime < source.stat().st_mtime]
+    assert not stale, f"compiled before their source last changed (rebuild them): {stale}"
