@@ -20,7 +20,10 @@ ROOT = Path(__file__).parent
 TWINS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "kdissect").rglob("_*.pyx"))
 # Compiled from their Python source, unchanged. Every recursion in them is bounded by the
 # input's structure or an explicit depth limit (a compiled function does not count towards
-# Python's recursion limit): tests/test_compiled_modules.py checks both.
+# Python's recursion limit): tests/test_compiled_modules.py checks both. A module is listed
+# when compiling it makes a command measurably faster (docs/benchmarks.md); the live capture
+# (capture/live, ring), -w (pipeline/packets, capture/pcapwriter), -T fields and Spark's range
+# reader were tried and gained nothing.
 MODULES = (
     "capture/l2l4", "capture/pcapfile",
     "stream/flow", "stream/reassembly", "stream/tracker",
@@ -45,6 +48,8 @@ MODULES = (
     "expert/analyzers/producers", "expert/analyzers/pulsar", "expert/analyzers/rocketmq",
     "expert/analyzers/traffic", "expert/analyzers/zookeeper",
     "filter/evaluator", "filter/keys",
+    "tls/connection", "tls/crypto", "tls/handshake",
+    "render/positions",
 )
 # Hostile input: every index is bounds-checked and C integer arithmetic raises on overflow, so
 # a bad length becomes a Python exception (a diagnostic), never a read outside a buffer.

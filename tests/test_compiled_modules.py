@@ -41,6 +41,9 @@ BOUNDED: dict[frozenset[str], str] = {
     frozenset({"filter.keys.below"}): "the depth of a decoded tree",
     frozenset({"filter.keys.atoms"}): "the depth of a decoded tree",
     frozenset({"filter.keys.find_paths"}): "the depth of a decoded tree",
+    frozenset({"render.positions._field", "render.positions._fields", "render.positions._row"}):
+        "the depth of a decoded tree",
+    frozenset({"render.positions._prune"}): "the depth of a decoded tree (its positions)",
     frozenset({"filter.evaluator._Compiler.node"}):
         "the depth of a filter's syntax tree, which the parser (Python source) builds within Python's recursion limit",
 }
