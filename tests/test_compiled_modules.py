@@ -44,8 +44,7 @@ BOUNDED: dict[frozenset[str], str] = {
     frozenset({"render.positions._field", "render.positions._fields", "render.positions._row"}):
         "the depth of a decoded tree",
     frozenset({"render.positions._prune"}): "the depth of a decoded tree (its positions)",
-    frozenset({"filter.evaluator._Compiler.node"}):
-        "the depth of a filter's syntax tree, which the parser (Python source) builds within Python's recursion limit",
+    frozenset({"filter.evaluator._Compiler.node"}): "filter.parser.MAX_NESTING (a chain is one list)",
 }
 # The deepest tree a decoder builds is a few dozen levels: protowire.MAX_DEPTH nested Pulsar
 # messages or rocketmq.ljson.MAX_DEPTH nested JSON values, each a level or two of Fields.

@@ -169,18 +169,33 @@ def any_of(tests: list[Test]) -> Test:
     return test
 
 
+def _chain(node: And | Or) -> list[Node]:
+    """The operands of a chain of one operator, left to right: `a and b and c` parses as
+    And(And(a, b), c), and is compiled as one list rather than closures nested as deep as the
+    chain is long."""
+    kind = type(node)
+    right: list[Node] = []
+    left: Node = node
+    while isinstance(left, kind):
+        right.append(left.right)
+        left = left.left
+    return [left, *reversed(right)]
+
+
 class _Compiler:
     def __init__(self, expr: str, protocols: tuple[str, ...] | None) -> None:
         self.expr = expr
         self.protocols = protocols
 
     def node(self, node: Node) -> Predicate:
-        if isinstance(node, And):
-            a, b = self.node(node.left), self.node(node.right)
-            return lambda m: a(m) and b(m)
-        if isinstance(node, Or):
-            a, b = self.node(node.left), self.node(node.right)
-            return lambda m: a(m) or b(m)
+        if isinstance(node, (And, Or)):
+            preds = [self.node(n) for n in _chain(node)]
+            if len(preds) == 2:
+                a, b = preds
+                return (lambda m: a(m) and b(m)) if isinstance(node, And) else (lambda m: a(m) or b(m))
+            if isinstance(node, And):
+                return lambda m: all(p(m) for p in preds)
+            return lambda m: any(p(m) for p in preds)
         if isinstance(node, Not):
             a = self.node(node.expr)
             return lambda m: not a(m)

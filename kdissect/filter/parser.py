@@ -49,6 +49,9 @@ KEYWORDS = frozenset({"and", "or", "not", "in", "contains", "matches", "eq", "ne
 FIELD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*\Z")
 NUMBER_RE = re.compile(r"[-+]?(0[xX][0-9a-fA-F]+|\d+(\.\d*)?([eE][-+]?\d+)?|\.\d+([eE][-+]?\d+)?)\Z")
 _OR, _AND, _NOT = ("or", "||"), ("and", "&&"), ("not", "!")
+# `not`s and parentheses inside one another: the parser, the compiler and the compiled filter
+# recurse once for each (a chain of `and`s or `or`s is a loop, however long).
+MAX_NESTING = 100
 
 
 def parse(expr: str) -> Node:
@@ -80,6 +83,7 @@ class _Parser:
         self.src = expr
         self.toks = tokens
         self.i = 0
+        self.nesting = 0
 
     def peek(self) -> Token:
         return self.toks[self.i]
@@ -112,17 +116,21 @@ class _Parser:
         return node
 
     def unary(self) -> Node:
-        if self.at(_NOT):
-            self.next()
-            return Not(self.unary())
-        if self.peek().kind == LPAREN:
-            self.next()
+        if not self.at(_NOT) and self.peek().kind != LPAREN:
+            return self.test()
+        tok = self.next()
+        if self.nesting == MAX_NESTING:
+            raise FilterError(f"nested deeper than {MAX_NESTING} levels", self.src, tok.pos)
+        self.nesting += 1
+        if tok.kind == LPAREN:
             node = self.expr()
             if self.peek().kind != RPAREN:
                 raise self.fail("')'", self.peek())
             self.next()
-            return node
-        return self.test()
+        else:
+            node = Not(self.unary())
+        self.nesting -= 1
+        return node
 
     def test(self) -> Node:
         ref = self.field()

@@ -133,6 +133,11 @@ KAFKA, ZK = _kafka_response(), _zk_request()
     ("kdissect.info.topic == orders", True, False),
     ("kdissect.to_server", True, True),
     ("kdissect.to_server == true", False, True),
+    ("kafka and kafka.error and not zookeeper", True, False),
+    ("kafka and zookeeper and kafka", False, False),
+    ("zookeeper or kdissect.rtt_ms > 200 or kafka", True, True),
+    ("zookeeper or zookeeper or kdissect.to_server == true", False, True),
+    ("zookeeper or kafka and kafka.error and kdissect.rtt_ms > 100 or zookeeper", True, True),
 ])
 def test_semantics(expr: str, kafka: bool, zk: bool) -> None:
     pred = compile_filter(expr)
@@ -212,3 +217,14 @@ def test_any_tree_evaluates_without_raising() -> None:
         assert isinstance(pred(KAFKA), bool) and isinstance(pred(ZK), bool)
 
     check()
+
+
+@pytest.mark.parametrize("n", [3, 20_000])
+def test_a_chain_of_any_length_compiles_and_runs(n: int) -> None:
+    """A long chain of `and`s or `or`s parses as a tree as deep as it is long: it is compiled
+    and run as one list, within Python's recursion limit (and the C stack, when compiled)."""
+    every = compile_filter(" && ".join(["kafka"] * n))
+    assert every(KAFKA) is True and every(ZK) is False
+    last = compile_filter(" || ".join(["kdissect.rtt_ms > 200"] * (n - 1) + ["zookeeper"]))
+    assert last(KAFKA) is False and last(ZK) is True
+

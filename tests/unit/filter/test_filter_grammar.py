@@ -22,7 +22,7 @@ from kdissect.filter.nodes import (
     Or,
     Range,
 )
-from kdissect.filter.parser import KEYWORDS
+from kdissect.filter.parser import KEYWORDS, MAX_NESTING
 
 LOWER = "abcdefghijklmnopqrstuvwxyz_"
 WORDCH = LOWER + "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:/@+-"
@@ -117,3 +117,23 @@ def test_syntax_errors_point_at_the_spot(expr: str, reason: str, column: int) ->
     # The caret sits under the column once the CLI has put "kdissect: error: " in front.
     head = first[: len(first) - len(expr)]
     assert caret.index("^") == len("kdissect: error: ") + len(head) + column - 1
+
+
+@pytest.mark.parametrize("opener", ["(", "not ", "! "])
+def test_nesting_stops_at_its_limit_with_an_error(opener: str) -> None:
+    closer = ")" if opener == "(" else ""
+    deepest = opener * MAX_NESTING + "kafka.a" + closer * MAX_NESTING
+    assert parse(deepest) is not None
+    with pytest.raises(FilterError) as exc:
+        parse(opener * (MAX_NESTING + 1) + "kafka.a" + closer * (MAX_NESTING + 1))
+    assert exc.value.reason == f"nested deeper than {MAX_NESTING} levels"
+    assert exc.value.pos == len(opener) * MAX_NESTING  # the opener one too many
+
+
+def test_nesting_is_counted_inside_chains_too() -> None:
+    """Nesting is what encloses an operand, not how many operands come before it."""
+    ok = " and ".join(["(" * MAX_NESTING + "kafka.a" + ")" * MAX_NESTING] * 3)
+    assert isinstance(parse(ok), And)
+    with pytest.raises(FilterError):
+        parse("kafka.a and " + "(" * (MAX_NESTING + 1) + "kafka.a" + ")" * (MAX_NESTING + 1))
+
