@@ -31,6 +31,7 @@ from kdissect.cliutil import (
     preference_option,
     text_renderer,
     write_options,
+    writing,
 )
 from kdissect.commands.timeopt import observed, time_column, time_option
 from kdissect.errors import KdissectError, UsageError
@@ -137,8 +138,9 @@ def read(captures: tuple[str, ...], count: int | None, verbose: bool, hexdump: b
 
 
 def _counted(messages: Iterable[Message], count: int | None) -> Iterator[Message]:
-    """The first `count` messages (all when None), without reading past the last one."""
-    return itertools.islice(messages, count)
+    """The first `count` messages (all when None, or when more than islice can count), without
+    reading past the last one."""
+    return itertools.islice(messages, count if count is not None and count <= sys.maxsize else None)
 
 
 @cli.command()
@@ -238,10 +240,8 @@ def _open_output(path: str | None, binary: bool = False) -> Iterator[IO[Any]]:
         else:
             yield sys.stdout
         return
-    try:
+    with writing(path):
         f = open(path, "wb") if binary else open(path, "w", encoding="utf-8")  # noqa: SIM115
-    except OSError as e:
-        raise KdissectError(f"cannot write {path}: {e.strerror or e}") from None
     with f:
         yield f
 

@@ -3,6 +3,7 @@ streaming a capture with a progress bar, and the console."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -13,7 +14,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import click
 
 from kdissect.dissect.base import Options
-from kdissect.errors import UsageError
+from kdissect.errors import KdissectError, UsageError
 from kdissect.model import Message
 from kdissect.protocols import DissectorRegistry, parse_decode_as
 
@@ -22,6 +23,15 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
+
+
+@contextlib.contextmanager
+def writing(path: str) -> Iterator[None]:
+    """An OSError inside (opening, writing or renaming `path`) as the one-line CLI error."""
+    try:
+        yield
+    except OSError as e:
+        raise KdissectError(f"cannot write {path}: {e.strerror or e}") from None
 FILTER_META = "kdissect.display_filter"  # click context meta: the compiled -Y filter
 FILTER_TEXT_META = "kdissect.display_filter_text"  # ... and its text (for code that ships it elsewhere)
 KEYLOG_META = "kdissect.tls_keylog"  # click context meta: the key log given on the command line

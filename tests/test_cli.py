@@ -49,6 +49,10 @@ def test_every_command_has_help(name: str) -> None:
         (["read", "__CAP__", "--decode-as", "x=kafka"], "PORT=PROTOCOL"),
         (["export", "__CAP__", "--format", "xml"], "Invalid value"),
         (["nosuchcommand"], "No such command"),
+        (["read", "__CAP__", "-Y", 'kafka.client_id matches "' + "(" * 500 + ")" * 500 + '"'],
+         "bad regular expression (nested too deeply)"),
+        (["read", "__CAP__", "-Y", 'kafka.client_id matches "a{99999999999}"'],
+         "bad regular expression (the repetition number is too large)"),
     ],
 )
 def test_bad_use_is_one_line_and_exit_2(capture: Path, args: list[str], message: str) -> None:
@@ -202,6 +206,24 @@ def test_standard_input_on_a_terminal_is_refused() -> None:
         os.close(slave)
     assert r.returncode == 2
     assert r.stderr == "kdissect: error: standard input is a terminal: pipe a capture into it, or name a file\n"
+
+
+@pytest.mark.parametrize("command", ["read", "export"])
+def test_a_count_beyond_any_capture_reads_it_all(capture: Path, command: str) -> None:
+    everything = run(command, str(capture))
+    r = run(command, str(capture), "-c", "99999999999999999999999")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == everything.stdout and r.stdout
+
+
+def test_a_report_that_cannot_be_written_is_one_line_and_leaves_no_part_file(capture: Path, tmp_path: Path) -> None:
+    path = tmp_path / "no-such-directory" / "report.html"
+    r = run("report", str(capture), "-o", str(path))
+    assert r.returncode == 2
+    assert r.stderr.startswith(f"kdissect: error: cannot write {path}: ") and r.stderr.count("\n") == 1
+    r = run("report", str(capture), "-o", str(tmp_path / "report.html"))
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]  # no .part left behind
 
 
 def test_export_into_a_directory_is_one_line_and_exit_2(capture: Path, tmp_path: Path) -> None:

@@ -14,7 +14,15 @@ from typing import IO, Any
 import click
 
 from kdissect.capture.pcapfile import captures_name
-from kdissect.cliutil import build, capture_inputs, decode_options, iter_capture, make_console, output_option
+from kdissect.cliutil import (
+    build,
+    capture_inputs,
+    decode_options,
+    iter_capture,
+    make_console,
+    output_option,
+    writing,
+)
 from kdissect.errors import UsageError
 from kdissect.expert.analyzers import ANALYZERS
 from kdissect.expert.engine import Expert, Result
@@ -115,12 +123,21 @@ def report(captures: tuple[str, ...], outputs: tuple[str, ...], overwrite: bool,
     path = outputs[0]
     if os.path.exists(path) and not overwrite:
         raise UsageError(f"{path} exists (--overwrite replaces it)")
-    result = analyse(captures, decode_as, max_decompressed, show_secrets)
-    from kdissect.report.html import render
-
-    page = render(result.to_json(), title or captures_name(captures))
     tmp = path + ".part"
-    with open(tmp, "w", encoding="utf-8") as out:
-        out.write(page)
-    os.replace(tmp, path)
+    with writing(path):  # before the analysis: a path that cannot be written fails at once
+        out = open(tmp, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+    try:
+        with out:
+            result = analyse(captures, decode_as, max_decompressed, show_secrets)
+            from kdissect.report.html import render
+
+            page = render(result.to_json(), title or captures_name(captures))
+            with writing(path):
+                out.write(page)
+                out.flush()
+        with writing(path):
+            os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)  # (gone once renamed)
     click.echo(f"kdissect: report written to {path} ({len(result.findings)} findings)", err=True)

@@ -136,8 +136,10 @@ def contains(val: Value) -> Test:
 def matches(val: Value, lit: Literal, expr: str) -> Test:
     try:
         rx = re.compile(val.text)
-    except re.error as e:
+    except (re.error, OverflowError) as e:  # OverflowError: a repetition count too large
         raise FilterError(f"bad regular expression ({e})", expr, lit.pos) from None
+    except RecursionError:
+        raise FilterError("bad regular expression (nested too deeply)", expr, lit.pos) from None
     search = rx.search
 
     def test(v: Any, d: str | None) -> bool:
