@@ -17,10 +17,11 @@ every kdissect module load from its source, and `bind` binds no twin.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from importlib.machinery import EXTENSION_SUFFIXES, SOURCE_SUFFIXES, FileFinder, ModuleSpec, SourceFileLoader
 from types import ModuleType
 from typing import Any
@@ -50,6 +51,23 @@ def pure(module: str, name: str) -> Any:
     """The pure-Python `name` of `module`, whether or not a compiled twin replaced it."""
     owner = importlib.import_module(module)  # (binds the twin, if any, as it loads)
     return _pure.get((module, name)) or getattr(owner, name)
+
+
+@contextlib.contextmanager
+def pure_functions(module: str) -> Iterator[None]:
+    """Inside: every function of `module` that a twin replaced is its pure self again, so that
+    pure functions calling one another through the module run pure all the way down (the
+    reference side of a differential test)."""
+    owner = importlib.import_module(module)
+    names = [name for mod, name in _pure if mod == module]
+    bound = {name: getattr(owner, name) for name in names}
+    try:
+        for name in names:
+            setattr(owner, name, _pure[(module, name)])
+        yield
+    finally:
+        for name, fn in bound.items():
+            setattr(owner, name, fn)
 
 
 def compiled(module: str, name: str) -> Any | None:

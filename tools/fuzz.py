@@ -399,17 +399,10 @@ def run_rows(frames: list[RawFrame], registry: DissectorRegistry) -> int:
 
 
 def _pure_rows(m: Any) -> str:
-    from kdissect.spark import rows
+    from kdissect.spark import records, rows
 
-    def pure(module: str, name: str) -> Any:
-        return accel.pure(f"kdissect.spark.{module}", name)
-
-    compiled_project = rows.project
-    rows.project = pure("rows", "project")  # what the pure message_row calls
-    try:
-        return repr((pure("rows", "message_row")(m), pure("records", "extract")(m, 256), pure("rows", "transaction_row")(m)))
-    finally:
-        rows.project = compiled_project
+    with accel.pure_functions("kdissect.spark.rows"), accel.pure_functions("kdissect.spark.records"):
+        return repr((rows.message_row(m), records.extract(m, 256), rows.transaction_row(m)))
 
 
 # -- the loop ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ offset) for input it cannot make sense of, and limits nesting depth.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any
 
@@ -80,11 +81,10 @@ def _unescape(raw: bytes) -> str:
 
 
 def _number(raw: bytes) -> int | float:
-    try:
+    if re.fullmatch(rb"-?\d+", raw):
         # (int() refuses digit strings past the interpreter's limit, 4300 by default: a float, then)
-        return int(raw) if re.fullmatch(rb"-?\d+", raw) else float(raw)
-    except ValueError:
-        pass
+        with contextlib.suppress(ValueError):
+            return int(raw)
     try:
         return float(raw)
     except ValueError:

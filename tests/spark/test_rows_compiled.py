@@ -9,8 +9,7 @@ Skipped when the extension is not built."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -54,20 +53,9 @@ def outcome(fn: Callable[..., Any], *args: Any) -> Any:
         return ("raised", type(e), str(e))
 
 
-@contextmanager
-def pure_project() -> Iterator[None]:
-    """The pure message_row calls the module's project: the pure one, for the reference."""
-    bound = rows.project
-    rows.project = PURE["project"]
-    try:
-        yield
-    finally:
-        rows.project = bound
-
-
 def same(name: str, *args: Any) -> Any:
     compiled = outcome(getattr(_twin, name), *args)
-    with pure_project():
+    with accel.pure_functions("kdissect.spark.rows"):  # (the pure message_row calls project)
         want = outcome(PURE[name], *args)
     assert compiled == want, (name, args)
     return want

@@ -23,8 +23,7 @@ import enum
 import importlib
 import json
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -74,20 +73,6 @@ MAX_BYTES = (0, 1, 8, 256)
 SLOW = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@contextmanager
-def pure_module() -> Iterator[None]:
-    """jsonout's names all pure while inside: the pure functions call each other through the
-    module, where the compiled ones may have replaced them."""
-    saved = {n: getattr(jsonout, n) for n in NAMES}
-    try:
-        for n in NAMES:
-            setattr(jsonout, n, PURE[n])
-        yield
-    finally:
-        for n, f in saved.items():
-            setattr(jsonout, n, f)
-
-
 def outcome(fn: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
     try:
         return ("ok", fn(*args))
@@ -96,7 +81,7 @@ def outcome(fn: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
 
 
 def pure_outcome(name: str, *args: Any) -> tuple[Any, ...]:
-    with pure_module():
+    with accel.pure_functions("kdissect.render.jsonout"):
         return outcome(PURE[name], *args)
 
 
@@ -414,7 +399,7 @@ def contract(d: Any) -> bytes:
 @SLOW
 @given(forests, st.sampled_from(MAX_BYTES))
 def test_generated_dicts_encode_as_the_contract_says(fields: list[Field], mb: int) -> None:
-    with pure_module():
+    with accel.pure_functions("kdissect.render.jsonout"):
         d = jsonout.fields_dict(fields, mb)
     assert jsonout.dumps_bytes(d) == contract(d)
     assert jsonout.dumps(d) == contract(d).decode()
