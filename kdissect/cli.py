@@ -212,14 +212,14 @@ def _write_json(messages: Iterable[Message], fmt: str, output: str | None, max_b
                 positions: bool) -> None:
     """The messages as a JSON array (`json`) or JSON Lines (`jsonl`); `positions`: with the
     place of each field in the message's bytes."""
-    from kdissect.render.jsonout import dumps_bytes, export_dict
+    from kdissect.render.jsonout import export_json
 
     with _open_output(output, binary=True) as out:
         first = True
         if fmt == "json":
             out.write(b"[")
         for m in messages:
-            line = dumps_bytes(export_dict(m, max_bytes, positions))
+            line = export_json(m, max_bytes, positions)
             if fmt == "json":
                 out.write((b"\n" if first else b",\n") + line)
             else:

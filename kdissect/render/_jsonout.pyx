@@ -8,7 +8,7 @@ the pure function, so odd arguments behave exactly as there. Trees nested deeper
 recursion limit raise RecursionError, as the pure walkers do (not at the same depth: they use
 more frames per level)."""
 
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport (
     Py_UNICODE_ISPRINTABLE,
     PyUnicode_1BYTE_DATA,
@@ -493,6 +493,621 @@ def message_dict(m, max_bytes=256):
     if tls is not None:
         out["tls"] = tls.to_json()
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# A message's JSON text straight from its tree
+#
+# message_json writes the bytes that dumps_bytes(message_dict(m)) gives, without the dicts and
+# lists in between: the walkers below follow message_dict's, and the values are written as the
+# encoder writes them (the standard library's text: compact, non-ASCII as UTF-8, floats as repr,
+# non-finite floats as null). The writer handles exact Fields and Rows, exact str keys and plain
+# values (None, bool, int, float, str, list, tuple, dict); meeting anything else it gives up and
+# the message takes the dict path, which decides (and raises what it raises). A struct whose
+# keys repeat (repeated names become lists, a derived `_name`/`_text`/`value` key can replace an
+# earlier one) is written from its dict. Nothing here changes a tree: a Row's child Fields are
+# read only when they are already built, as message_dict reads them.
+
+
+class _Unhandled(Exception):
+    """Something the writer does not write itself: the dict path takes the message."""
+
+
+cdef extern from "Python.h":
+    char* PyOS_double_to_string(double val, char format_code, int precision, int flags, int* ptype) except NULL
+    int Py_DTSF_ADD_DOT_0
+    Py_hash_t PyObject_Hash(object o) except -1
+
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.object cimport PyObject
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from libc.math cimport fabs, isfinite
+from libc.string cimport strlen
+
+cdef object _Message = None  # kdissect.model's Message and Match, on first use
+cdef object _Match = None
+
+
+cdef enum:
+    _MAX_KEYS = 32  # keys of one struct tracked for repeats; a bigger struct is written from its dict
+
+
+cdef struct _Keys:
+    int n
+    Py_hash_t hashes[_MAX_KEYS]
+    PyObject* keys[_MAX_KEYS]
+
+
+cdef inline bint _new_key(_Keys* ks, str key) except -1:
+    """Adds `key` (alive while the struct is written); False when it is there already or the
+    struct has too many keys to track."""
+    cdef Py_hash_t h = PyObject_Hash(key)
+    cdef int i
+    if ks.n >= _MAX_KEYS:
+        return False
+    for i in range(ks.n):
+        if ks.hashes[i] == h and (ks.keys[i] == <PyObject*>key or <str>ks.keys[i] == key):
+            return False
+    ks.hashes[ks.n] = h
+    ks.keys[ks.n] = <PyObject*>key
+    ks.n += 1
+    return True
+
+
+# The escape of each byte below 0x20, six bytes apiece: \\uXXXX, or a two-byte escape (\\b, \\t,
+# \\n, \\f, \\r) and padding.
+cdef dict _SHORT = {8: b"\\b", 9: b"\\t", 10: b"\\n", 12: b"\\f", 13: b"\\r"}
+cdef bytes _ESCAPE_TABLE = b"".join(_SHORT[c] + b"    " if c in _SHORT else b"\\u%04x" % c for c in range(32))
+cdef const char* _ESCAPES = _ESCAPE_TABLE
+
+
+cdef extern from *:
+    """
+    /* Whether none of the 8 bytes at p needs an escape in a JSON string: no byte below 0x20,
+       no '"' (0x22), no backslash (0x5C) (bytes from 0x80 up are UTF-8, written as they are). */
+    static CYTHON_INLINE int kdissect_json_plain8(const unsigned char *p) {
+        const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+        uint64_t w, q, s;
+        memcpy(&w, p, 8);
+        q = w ^ (ones * 0x22);
+        s = w ^ (ones * 0x5C);
+        return !((w - ones * 0x20) & ~w & highs) && !((q - ones) & ~q & highs) && !((s - ones) & ~s & highs);
+    }
+    """
+    bint kdissect_json_plain8(const unsigned char* p)
+
+
+cdef const char* _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+cdef bint _ascii_text(const unsigned char* data, Py_ssize_t n) noexcept:
+    """Whether the n bytes at data are printable ASCII, tab, CR and LF (printable() gives them
+    back as they are)."""
+    cdef Py_ssize_t i = 0
+    cdef unsigned char c
+    while i < n:
+        if n - i >= 8 and kdissect_ascii_text8(data + i):
+            i += 8
+            continue
+        c = data[i]
+        if (c < 0x20 or c >= 0x7F) and c != 0x09 and c != 0x0A and c != 0x0D:
+            return False
+        i += 1
+    return True
+
+
+cdef class _Writer:
+    """A growing buffer of JSON text."""
+
+    cdef char* buf
+    cdef Py_ssize_t n
+    cdef Py_ssize_t cap
+    cdef Py_ssize_t mb
+    cdef list keep  # the derived keys of the message (_Keys points at them)
+
+    def __cinit__(self, Py_ssize_t mb):
+        self.cap = 4096
+        self.buf = <char*>PyMem_Malloc(self.cap)
+        if self.buf == NULL:
+            raise MemoryError()
+        self.n = 0
+        self.mb = mb
+        self.keep = []
+
+    def __dealloc__(self):
+        PyMem_Free(self.buf)
+
+    cdef int reserve(self, Py_ssize_t extra) except -1:
+        cdef Py_ssize_t cap = self.cap
+        cdef char* grown
+        if extra <= self.cap - self.n:
+            return 0
+        if extra > PY_SSIZE_T_MAX // 2 - self.n:
+            raise MemoryError()
+        while cap - self.n < extra:
+            cap *= 2
+        grown = <char*>PyMem_Realloc(self.buf, cap)
+        if grown == NULL:
+            raise MemoryError()
+        self.buf = grown
+        self.cap = cap
+        return 0
+
+    cdef inline int put(self, const char* s, Py_ssize_t k) except -1:
+        if k > self.cap - self.n:
+            self.reserve(k)
+        memcpy(self.buf + self.n, s, k)
+        self.n += k
+        return 0
+
+    cdef inline int byte(self, char c) except -1:
+        if self.n == self.cap:
+            self.reserve(1)
+        self.buf[self.n] = c
+        self.n += 1
+        return 0
+
+    cdef bytes output(self):
+        return PyBytes_FromStringAndSize(self.buf, self.n)
+
+    # -- values ------------------------------------------------------------------------------
+
+    cdef int string(self, str s) except -1:
+        cdef Py_ssize_t size
+        cdef const char* p = PyUnicode_AsUTF8AndSize(s, &size)
+        self.byte(34)  # "
+        self.escaped(<const unsigned char*>p, size)
+        return self.byte(34)
+
+    cdef int escaped(self, const unsigned char* p, Py_ssize_t size) except -1:
+        """The UTF-8 text at p as inside a JSON string."""
+        cdef Py_ssize_t i, run
+        cdef unsigned char c
+        self.reserve(size)
+        i = run = 0
+        while i < size:
+            if size - i >= 8 and kdissect_json_plain8(p + i):
+                i += 8
+                continue
+            c = p[i]
+            if c >= 0x20 and c != 34 and c != 92:
+                i += 1
+                continue
+            self.put(<const char*>p + run, i - run)
+            if c == 34:
+                self.put(b'\\"', 2)
+            elif c == 92:
+                self.put(b"\\\\", 2)
+            elif c == 8 or c == 9 or c == 10 or c == 12 or c == 13:
+                self.put(_ESCAPES + 6 * c, 2)
+            else:
+                self.put(_ESCAPES + 6 * c, 6)
+            i += 1
+            run = i
+        return self.put(<const char*>p + run, size - run)
+
+    cdef int base64(self, bytes b) except -1:
+        """_bytes_value(b) written: base64 of b, cut at mb, and the cut's marker."""
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(b)
+        cdef bint cut = self.mb > 0 and size > self.mb
+        cdef Py_ssize_t n = self.mb if cut else size
+        cdef const unsigned char* d = <const unsigned char*>PyBytes_AS_STRING(b)
+        cdef Py_ssize_t i = 0
+        cdef char* o
+        cdef unsigned int w
+        self.reserve(2 + (n + 2) // 3 * 4)
+        o = self.buf + self.n
+        o[0] = 34
+        o += 1
+        while n - i >= 3:
+            w = (<unsigned int>d[i] << 16) | (<unsigned int>d[i + 1] << 8) | d[i + 2]
+            o[0] = _B64[w >> 18]
+            o[1] = _B64[(w >> 12) & 63]
+            o[2] = _B64[(w >> 6) & 63]
+            o[3] = _B64[w & 63]
+            o += 4
+            i += 3
+        if n - i == 1:
+            w = <unsigned int>d[i] << 16
+            o[0] = _B64[w >> 18]
+            o[1] = _B64[(w >> 12) & 63]
+            o[2] = 61  # =
+            o[3] = 61
+            o += 4
+        elif n - i == 2:
+            w = (<unsigned int>d[i] << 16) | (<unsigned int>d[i + 1] << 8)
+            o[0] = _B64[w >> 18]
+            o[1] = _B64[(w >> 12) & 63]
+            o[2] = _B64[(w >> 6) & 63]
+            o[3] = 61
+            o += 4
+        self.n = o - self.buf
+        if cut:
+            self.marker(size)
+        return self.byte(34)
+
+    cdef int marker(self, Py_ssize_t size) except -1:
+        cdef str m = _cut_marker(size, self.mb)
+        cdef Py_ssize_t k
+        cdef const char* p = PyUnicode_AsUTF8AndSize(m, &k)
+        return self.escaped(<const unsigned char*>p, k)
+
+    cdef bint text(self, str key, bytes b, _Keys* ks) except -1:
+        """The `<name>_text` member of b (_bytes_text(b)), after a comma, when b is printable
+        text; False on a repeated key."""
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(b)
+        cdef bint cut = self.mb > 0 and size > self.mb
+        cdef Py_ssize_t n = self.mb if cut else size
+        cdef const unsigned char* d = <const unsigned char*>PyBytes_AS_STRING(b)
+        if not _ascii_text(d, n):
+            t = _bytes_text(b, self.mb)
+            if t is None:
+                return True
+            return self.derived(key, t, ks)
+        self.keep.append(key)
+        if not _new_key(ks, key):
+            return False
+        self.byte(44)
+        self.key(key)
+        self.byte(34)
+        self.escaped(d, n)
+        if cut:
+            self.marker(size)
+        self.byte(34)
+        return True
+
+    cdef int integer(self, object v) except -1:
+        cdef int overflow = 0
+        cdef long long x = PyLong_AsLongLongAndOverflow(v, &overflow)
+        cdef char digits[24]
+        cdef Py_ssize_t k = 24
+        cdef unsigned long long u
+        if overflow:
+            s = str(v)  # (ValueError beyond the digits Python converts: the dict path raises it)
+            return self.string_ascii(s)
+        u = <unsigned long long>(-(x + 1)) + 1 if x < 0 else <unsigned long long>x
+        while True:
+            k -= 1
+            digits[k] = <char>(48 + u % 10)
+            u //= 10
+            if u == 0:
+                break
+        if x < 0:
+            k -= 1
+            digits[k] = 45  # -
+        return self.put(digits + k, 24 - k)
+
+    cdef int string_ascii(self, str s) except -1:
+        cdef Py_ssize_t size
+        cdef const char* p = PyUnicode_AsUTF8AndSize(s, &size)
+        return self.put(p, size)
+
+    cdef int real(self, double d) except -1:
+        cdef char* r
+        if not isfinite(d):
+            return self.put(b"null", 4)
+        r = PyOS_double_to_string(d, b"r", 0, Py_DTSF_ADD_DOT_0, NULL)
+        try:
+            self.put(r, strlen(r))
+        finally:
+            PyMem_Free(r)
+        return 0
+
+    cdef int value(self, object v) except -1:
+        if v is None:
+            return self.put(b"null", 4)
+        if v is True:
+            return self.put(b"true", 4)
+        if v is False:
+            return self.put(b"false", 5)
+        tv = type(v)
+        if tv is str:
+            return self.string(<str>v)
+        if tv is int:
+            return self.integer(v)
+        if tv is float:
+            return self.real(<double>v)
+        if tv is list or tv is tuple or tv is dict:
+            Py_EnterRecursiveCall(" while writing JSON")
+            try:
+                if tv is dict:
+                    self.mapping(<dict>v)
+                else:
+                    self.sequence(v)
+            finally:
+                Py_LeaveRecursiveCall()
+            return 0
+        raise _Unhandled()
+
+    cdef int sequence(self, object items) except -1:
+        cdef bint first = True
+        self.byte(91)  # [
+        for x in items:
+            if not first:
+                self.byte(44)
+            first = False
+            self.value(x)
+        return self.byte(93)
+
+    cdef int mapping(self, dict d) except -1:
+        cdef bint first = True
+        self.byte(123)  # {
+        for k, x in d.items():
+            if type(k) is not str:
+                raise _Unhandled()
+            if not first:
+                self.byte(44)
+            first = False
+            self.key(<str>k)
+            self.value(x)
+        return self.byte(125)
+
+    cdef int info(self, object info) except -1:
+        """{k: v for k, v in info.items() if v is not None} written."""
+        cdef bint first = True
+        if type(info) is not dict:
+            raise _Unhandled()
+        self.byte(123)
+        for k, x in (<dict>info).items():
+            if x is None:
+                continue
+            if type(k) is not str:
+                raise _Unhandled()
+            if not first:
+                self.byte(44)
+            first = False
+            self.key(<str>k)
+            self.value(x)
+        return self.byte(125)
+
+    cdef int match(self, object match) except -1:
+        """`match.to_json() if match else None` written."""
+        if match is None:
+            return self.put(b"null", 4)
+        if type(match) is not _Match:
+            return self.value(match.to_json() if match else None)
+        rtt = match.rtt
+        self.put(b'{"frame":', 9)
+        self.value(match.frame)
+        self.put(b',"kind":', 8)
+        self.value(match.kind)
+        self.put(b',"rtt_ms":', 10)
+        self.value(None if rtt is None else round(rtt * 1000.0, 3))
+        return self.byte(125)
+
+    cdef inline int key(self, str k) except -1:
+        self.string(k)
+        return self.byte(58)  # :
+
+    # -- trees (the walkers of message_dict) -------------------------------------------------
+
+    cdef int fields(self, object fields) except -1:
+        """_fields_dict(fields) written."""
+        cdef Py_ssize_t start = self.n
+        cdef _Keys ks
+        cdef bint first = True
+        ks.n = 0
+        if type(fields) is not list and type(fields) is not tuple:
+            raise _Unhandled()
+        self.byte(123)
+        for f in fields:
+            if not self.add(f, &ks, first):
+                self.n = start  # a repeated key: the struct as its dict
+                return self.value(_fields_dict(fields, self.mb))
+            first = False
+        return self.byte(125)
+
+    cdef bint add(self, object f, _Keys* ks, bint first) except -1:
+        """One field of fields(): _add() written; False on a repeated key."""
+        if type(f) is not _Field and type(f) is not _Row:
+            raise _Unhandled()
+        cdef bint fast = reads_field_slots(f)
+        name = read_slot(f, fast, F_NAME, "name")
+        v = read_slot(f, fast, F_VALUE, "value")
+        hint = read_slot(f, fast, F_HINT, "hint")
+        if type(name) is not str:
+            raise _Unhandled()
+        if not _new_key(ks, <str>name):
+            return False
+        if not first:
+            self.byte(44)
+        self.key(<str>name)
+        cdef bint plain = (hint is None and _children(f, fast) is None
+                           and (type(v) is int or type(v) is str or type(v) is bool or v is None))
+        if plain:
+            self.value(v)
+        else:
+            self.field_value(f)
+        display = read_slot(f, fast, F_DISPLAY, "display")
+        if display is not None and hint in _NAMED:
+            return self.derived(<str>name + "_name", display, ks)
+        elif not plain and hint != _RAW and _is_bytes_like(v) and not _children(f, fast):
+            return self.text(<str>name + "_text", v if type(v) is bytes else bytes(v), ks)
+        return True
+
+    cdef bint derived(self, str k, object v, _Keys* ks) except -1:
+        self.keep.append(k)
+        if not _new_key(ks, k):
+            return False
+        self.byte(44)
+        self.key(k)
+        self.value(v)
+        return True
+
+    cdef int field_value(self, object f) except -1:
+        """_field_value(f) written (f an exact Field or Row)."""
+        cdef bint fast = reads_field_slots(f)
+        hint = read_slot(f, fast, F_HINT, "hint")
+        if hint == _STRUCT:
+            Py_EnterRecursiveCall(" while writing JSON")
+            try:
+                if type(f) is _Row:
+                    kids = read_slot(f, reads_row_slots(f), R_KIDS, "_kids")
+                    if kids is None:
+                        return self.row(f)
+                else:
+                    kids = _children(f, fast)
+                return self.fields(kids if kids else ())
+            finally:
+                Py_LeaveRecursiveCall()
+        if type(f) is _Row:
+            raise _Unhandled()  # (its children would be built)
+        if hint == _ARRAY:
+            Py_EnterRecursiveCall(" while writing JSON")
+            try:
+                kids = _children(f, fast)
+                return self.array(kids if kids else ())
+            finally:
+                Py_LeaveRecursiveCall()
+        v = read_slot(f, fast, F_VALUE, "value")
+        tv = type(v)
+        if tv is int or tv is str or tv is bool or v is None or tv is float:
+            pass
+        elif tv is bytes or tv is bytearray or tv is memoryview:
+            if hint == _RAW:
+                if tv is bytes:
+                    return self.string(_hex(<const unsigned char*>PyBytes_AS_STRING(v),
+                                            min(self.mb, PyBytes_GET_SIZE(v)) if self.mb > 0 else PyBytes_GET_SIZE(v)))
+                return self.string(bytes(v[:self.mb] if self.mb > 0 else v).hex())
+            return self.base64(v if tv is bytes else bytes(v))
+        if _children(f, fast):  # a scalar with sub-fields: its dict
+            return self.value(_field_value(f, self.mb))
+        return self.value(v)
+
+    cdef int array(self, object kids) except -1:
+        cdef bint first = True
+        if type(kids) is not list and type(kids) is not tuple:
+            raise _Unhandled()
+        self.byte(91)
+        for c in kids:
+            if type(c) is not _Field and type(c) is not _Row:
+                raise _Unhandled()
+            if not first:
+                self.byte(44)
+            first = False
+            self.field_value(c)
+        return self.byte(93)
+
+    cdef int row(self, object row) except -1:
+        """_row_dict(row) written (row an exact Row whose child Fields are not built)."""
+        cdef Py_ssize_t start = self.n
+        cdef Py_ssize_t i, n
+        cdef tuple plan
+        cdef tuple pair
+        cdef int how
+        cdef _Keys ks
+        ks.n = 0
+        cdef bint fast = reads_row_slots(row)
+        plan = _row_plan(read_slot(row, fast, R_COLUMNS, "columns"))
+        values = read_slot(row, fast, R_VALUES, "values")
+        if type(values) is not tuple or len(<tuple>values) != len(plan):
+            raise _Unhandled()
+        n = len(plan)
+        self.byte(123)
+        for i in range(n):
+            pair = <tuple>plan[i]
+            name = pair[0]
+            how = pair[1]
+            v = (<tuple>values)[i]
+            if type(name) is not str:
+                raise _Unhandled()
+            if not _new_key(&ks, <str>name):
+                self.n = start
+                return self.value(_row_dict(row, self.mb))
+            if i:
+                self.byte(44)
+            self.key(<str>name)
+            if how == _AS_IS or v is None:
+                self.value(v)
+            elif how == _BYTES_OR_FIELD and type(v) is bytes:
+                self.base64(<bytes>v)
+            elif type(v) is _Field or type(v) is _Row:
+                self.field_value(v)
+            elif isinstance(v, _Field):
+                raise _Unhandled()
+            elif _plain_type(v):
+                self.value(v)
+            else:
+                self.value(_scalar(v, self.mb))
+            if how == _BYTES_OR_FIELD and type(v) is bytes and not self.text(<str>name + "_text", <bytes>v, &ks):
+                self.n = start
+                return self.value(_row_dict(row, self.mb))
+        return self.byte(125)
+
+    cdef int message(self, object m) except -1:
+        """message_dict(m) written (m an exact Message)."""
+        number = m.number
+        frame = m.frame
+        frames = m.frames
+        ts = m.ts
+        if type(ts) is not float or not fabs(<double>ts) >= 16777216.0:
+            # From 2**24 on a double's spacing is over 2e-9: rounding to 9 decimals gives
+            # the same double back (and the same text), as every capture's times do.
+            ts = round(ts, 9)
+        stream = m.stream
+        src = m.src
+        dst = m.dst
+        protocol = m.protocol
+        kind = m.kind
+        summary = m.summary
+        length = len(m.data)
+        info = m.info
+        self.put(b'{"number":', 10)
+        self.value(number)
+        self.put(b',"frame":', 9)
+        self.value(frame)
+        self.put(b',"frames":', 10)
+        self.value(frames)
+        self.put(b',"ts":', 6)
+        self.value(ts)
+        self.put(b',"stream":', 10)
+        self.value(stream)
+        self.put(b',"src":', 7)
+        self.value(src)
+        self.put(b',"dst":', 7)
+        self.value(dst)
+        self.put(b',"protocol":', 12)
+        self.value(protocol)
+        self.put(b',"kind":', 8)
+        self.value(kind)
+        self.put(b',"summary":', 11)
+        self.value(summary)
+        self.put(b',"length":', 10)
+        self.value(length)
+        self.put(b',"info":', 8)
+        self.info(info)
+        self.put(b',"fields":', 10)
+        self.fields(m.fields)
+        self.put(b',"diagnostics":', 15)
+        self.value([d.to_json() for d in m.diagnostics])
+        self.put(b',"match":', 9)
+        self.match(m.match)
+        tls = m.tls
+        if tls is not None:
+            self.put(b',"tls":', 7)
+            self.value(tls.to_json())
+        return self.byte(125)
+
+
+def message_json(m, max_bytes=256):
+    """dumps_bytes(message_dict(m, max_bytes)), written straight from the tree when the writer
+    handles everything in it."""
+    global _Message, _Match
+    cdef Py_ssize_t mb = _limit(max_bytes)
+    cdef _Writer w
+    if _Message is None:
+        from kdissect.model import Match as _match, Message as _message
+        _Message, _Match = _message, _match
+    if mb >= 0 and type(m) is _Message:
+        w = _Writer(mb)
+        try:
+            w.message(m)
+        except Exception:
+            pass  # the dict path decides
+        else:
+            return w.output()
+    return _pure("dumps_bytes")(message_dict(m, max_bytes))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -207,6 +207,13 @@ def export_dict(m: Message, max_bytes: int = 256, positions: bool = False) -> di
     return out
 
 
+def export_json(m: Message, max_bytes: int = 256, positions: bool = False) -> bytes:
+    """A message as `export` writes it: the JSON text of export_dict."""
+    if positions:
+        return dumps_bytes(export_dict(m, max_bytes, positions))
+    return message_json(m, max_bytes)
+
+
 def _default(o: Any) -> Any:
     if isinstance(o, (bytes, bytearray, memoryview)):
         return base64.b64encode(bytes(o)).decode()
@@ -286,6 +293,12 @@ def dumps_bytes(d: Any) -> bytes:
     return _stdlib_dumps(d).encode("utf-8", "backslashreplace")
 
 
+def message_json(m: Message, max_bytes: int = 256) -> bytes:
+    """The JSON text of message_dict(m, max_bytes), as dumps_bytes writes it (the compiled twin
+    writes it straight from the tree)."""
+    return dumps_bytes(message_dict(m, max_bytes))
+
+
 def dumps(d: Any) -> str:
     """The compact JSON text of d (see the module docstring)."""
     return dumps_bytes(d).decode("utf-8")
@@ -293,4 +306,4 @@ def dumps(d: Any) -> str:
 
 accel.bind(globals(), "kdissect.render._jsonout",
            ("printable", "bytes_value", "bytes_text", "text_or_hex", "row_dict", "field_value", "fields_dict",
-            "message_dict", "_odd_floats"))
+            "message_dict", "message_json", "_odd_floats"))

@@ -60,7 +60,7 @@ from kdissect.render import jsonout
 
 MODULE = jsonout.__name__
 NAMES = ("printable", "bytes_value", "bytes_text", "text_or_hex", "row_dict", "field_value", "fields_dict",
-         "message_dict", "_odd_floats")
+         "message_dict", "message_json", "_odd_floats")
 PURE = {n: accel.pure(MODULE, n) for n in NAMES}
 try:
     _twin: Any = importlib.import_module("kdissect.render._jsonout")
@@ -166,6 +166,7 @@ def test_capture_messages_give_the_same_dicts(path: Path) -> None:
     for m in msgs:
         for mb in MAX_BYTES:
             assert_same("message_dict", m, mb)
+            assert_same("message_json", m, mb)
     # Once something has walked the trees (-V, filters), Rows answer from their child Fields.
     fresh = list(dissect_file(str(path), DissectorRegistry(decode_as=sidecar_decode_as(path, path.parent.name)),
                               Options(tls_keylog=sidecar_keylog(path))))
@@ -173,6 +174,40 @@ def test_capture_messages_give_the_same_dicts(path: Path) -> None:
         _materialize(m.fields)
         for mb in MAX_BYTES:
             assert_same("message_dict", m, mb)
+            assert_same("message_json", m, mb)
+
+
+@needs_twin
+def test_capture_messages_are_written_without_their_dicts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The compiled message_json writes every message of the captures itself: none takes the
+    # dict path (message_dict, then the encoder), which it would ask for through accel.pure.
+    msgs = [m for p in _captures() for m in capture_messages(p)]
+    asked: list[tuple[str, str]] = []
+    real = accel.pure
+
+    def pure(module: str, name: str) -> Any:
+        asked.append((module, name))
+        return real(module, name)
+
+    monkeypatch.setattr(accel, "pure", pure)
+    for m in msgs:
+        for mb in MAX_BYTES:
+            _twin.message_json(m, mb)
+    assert len(msgs) > 1000
+    assert asked == []
+
+
+@needs_twin
+def test_writing_a_message_builds_no_row_fields() -> None:
+    # message_json reads Rows from their values, as message_dict does: writing the JSON of a
+    # message leaves its Rows as decoded (their child Fields are built only by a walk).
+    rows = [f for p in _captures() for m in capture_messages(p) for f in _rows(m.fields)]
+    unbuilt = [r for r in rows if r._kids is None]
+    assert unbuilt
+    for p in _captures():
+        for m in capture_messages(p):
+            _twin.message_json(m, 256)
+    assert all(r._kids is None for r in unbuilt)
 
 
 @pytest.mark.parametrize("path", _captures(), ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -182,6 +217,20 @@ def test_capture_messages_encode_as_the_standard_library_does(path: Path) -> Non
         want = json.dumps(d, ensure_ascii=False, default=_old_default, separators=(",", ":"))
         assert jsonout.dumps(d) == want
         assert jsonout.dumps_bytes(d) == want.encode()
+
+
+def _rows(fields: list[Field]) -> list[Row]:
+    """The Rows below `fields` (as they are: no Row's children are built)."""
+    out = []
+    stack = list(fields)
+    while stack:
+        f = stack.pop()
+        if type(f) is Row:
+            out.append(f)
+            stack.extend(v for v in f.values if isinstance(v, Field)) if f._kids is None else stack.extend(f._kids)
+        else:
+            stack.extend(f.children or ())
+    return out
 
 
 def test_captures_hold_rows() -> None:
@@ -299,7 +348,16 @@ def test_generated_messages_give_the_same_dicts(fields: list[Field], info: dict[
     m.match = Match(9, "response", 0.0012345)
     for mb in MAX_BYTES:
         assert_same("message_dict", m, mb)
+        assert_same("message_json", m, mb)
     assert same(outcome(_twin.message_dict, m), pure_outcome("message_dict", m))
+    assert same(outcome(_twin.message_json, m), pure_outcome("message_json", m))
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False).filter(lambda x: abs(x) >= 2.0**24))
+def test_times_from_two_to_the_24_round_to_themselves(x: float) -> None:
+    # The compiled message_json writes such a time as it is, without round(ts, 9): a double's
+    # spacing there is above 2e-9, so the nearest double to x rounded to 9 decimals is x.
+    assert repr(round(x, 9)) == repr(x)
 
 
 @needs_twin
