@@ -18,6 +18,7 @@ a few random mutations, run through the whole reading path:
   spark                   the frames of every protocol -> Pipeline -> each message's Spark rows
                           (its messages row, records and transaction), made by the compiled
                           twins and by the pure functions: a difference is a finding too
+  json                    the same with each message's JSON text (jsonout.message_json)
 
 A finding is an exception other than the documented one (UsageError: "not a capture"), an
 input slower than --max-seconds, or one that grows the peak memory by more than --max-mb. The
@@ -28,6 +29,7 @@ saved under --out as a capture that `kdissect read` and `--replay` reproduce.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import hashlib
 import io
@@ -60,7 +62,7 @@ from kdissect.protocols import DissectorRegistry  # noqa: E402
 CAPTURES = ROOT / "captures"
 PROTOCOLS = ("kafka", "zookeeper", "pulsar", "rocketmq")
 CAPTURE_TARGETS = ("pcap", "pcapng", "gzip")
-TARGETS = CAPTURE_TARGETS + PROTOCOLS + ("tls", "spark")
+TARGETS = CAPTURE_TARGETS + PROTOCOLS + ("tls", "spark", "json")
 # The tls target decrypts with the key logs of captures/tls, all in one file.
 TLS_KEYLOG = Path(tempfile.gettempdir()) / "kdissect-fuzz-tls.keys"
 MAX_TLS_FRAMES = 40  # a TLS seed is a whole connection (its handshake and records), at most this long
@@ -382,27 +384,43 @@ def run_capture(data: bytes, registry: DissectorRegistry, name: str = "fuzz.pcap
     return n + len(pipe.finish())
 
 
-def run_rows(frames: list[RawFrame], registry: DissectorRegistry) -> int:
-    """run_frames, each message then made into Spark rows by the compiled twins and by the pure
-    functions (the same, or an AssertionError)."""
-    from kdissect.spark import records, rows
-
+def _differential(frames: list[RawFrame], registry: DissectorRegistry, output: Callable[[Any], object],
+                  modules: tuple[str, ...], what: str) -> int:
+    """run_frames, each message then given to `output` twice: with the compiled twins and with
+    the pure functions of `modules` (the same, or an AssertionError)."""
     pipe = Pipeline(registry, OPTS)
     n = 0
     for f in [*frames, None]:
         for m in pipe.feed(f) if f is not None else pipe.finish():
             n += 1
-            bound = repr((rows.message_row(m), records.extract(m, 256), rows.transaction_row(m)))
-            if bound != _pure_rows(m):
-                raise AssertionError("the compiled and the pure Spark rows of a message differ")
+            bound = output(m)
+            with contextlib.ExitStack() as stack:
+                for module in modules:
+                    stack.enter_context(accel.pure_functions(module))
+                pure = output(m)
+            if bound != pure:
+                raise AssertionError(f"the compiled and the pure {what} of a message differ")
     return n
 
 
-def _pure_rows(m: Any) -> str:
+def _rows(m: Any) -> str:
     from kdissect.spark import records, rows
 
-    with accel.pure_functions("kdissect.spark.rows"), accel.pure_functions("kdissect.spark.records"):
-        return repr((rows.message_row(m), records.extract(m, 256), rows.transaction_row(m)))
+    return repr((rows.message_row(m), records.extract(m, 256), rows.transaction_row(m)))
+
+
+def run_rows(frames: list[RawFrame], registry: DissectorRegistry) -> int:
+    return _differential(frames, registry, _rows, ("kdissect.spark.rows", "kdissect.spark.records"), "Spark rows")
+
+
+def _json(m: Any) -> bytes:
+    from kdissect.render import jsonout
+
+    return jsonout.message_json(m, 256) + jsonout.message_json(m, 0)
+
+
+def run_json(frames: list[RawFrame], registry: DissectorRegistry) -> int:
+    return _differential(frames, registry, _json, ("kdissect.render.jsonout",), "JSON texts")
 
 
 # -- the loop ---------------------------------------------------------------------------
@@ -430,15 +448,16 @@ def build_target(name: str, seeds: list[Seed]) -> Target:
             return run_frames(frames, registry, tls_opts)
 
         return Target(name, make_tls, run_tls, lambda frames: (write_pcap(frames), "pcap"))
-    if name in PROTOCOLS or name == "spark":
-        mine = [s for s in seeds if s.protocol == name or name == "spark"]
+    if name in PROTOCOLS or name in ("spark", "json"):
+        mine = [s for s in seeds if s.protocol == name or name in ("spark", "json")]
         donors = [f.data[_tcp_offset(f.data) + 20 :] for s in mine for f in s.frames]
 
         def make_frames(rng: random.Random) -> tuple[Any, DissectorRegistry, list[str]]:
             s = rng.choice(mine)
             return mutate_frames(rng, s.frames, donors), s.registry, s.decode_as
 
-        return Target(name, make_frames, run_rows if name == "spark" else run_frames,
+        run = {"spark": run_rows, "json": run_json}.get(name, run_frames)
+        return Target(name, make_frames, run,
                       lambda frames: (write_pcap(frames), "pcap"))
 
     files: dict[str, list[tuple[bytes, Seed]]] = {}  # by protocol: each protocol as often as the others

@@ -126,6 +126,14 @@ def test_mutated_frames_make_the_same_spark_rows_compiled_and_pure(rnd: random.R
     bounded(fuzz().run_rows, fuzz().mutate_frames(rnd, s.frames, donors), s.registry)
 
 
+@SETTINGS
+@given(rnd=st.randoms(use_true_random=False), pick=st.integers(0, 10_000))
+def test_mutated_frames_make_the_same_json_compiled_and_pure(rnd: random.Random, pick: int) -> None:
+    s = seeds()[pick % len(seeds())]
+    donors = [f.data[54:] for other in seeds()[::7] for f in other.frames]
+    bounded(fuzz().run_json, fuzz().mutate_frames(rnd, s.frames, donors), s.registry)
+
+
 PCAP_HEADER = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1)
 PCAPNG_HEADER = struct.pack("<II", 0x0A0D0D0A, 28) + struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1) \
     + struct.pack("<I", 28)
