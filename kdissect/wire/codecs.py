@@ -75,24 +75,42 @@ def _capped(codec: str, cap: int, produced: int, declared: int | None = None) ->
 # -- gzip / zlib -----------------------------------------------------------------------
 
 
+# Input is fed to a decompressor in slices, from _FIRST_SLICE bytes for each stream or frame
+# and twice as many each time up to _MOST_SLICE: what a decompressor keeps of a slice past the end
+# of its stream (unused_data, a copy) stays proportional to the stream, so many small streams one
+# after another cost time in proportion to their bytes, not to their number times what follows.
+_FIRST_SLICE = 256
+_MOST_SLICE = 1 << 20
+
+
 def _deflate(codec: str, data: bytes, cap: int, size: int | None) -> bytes:
     """A deflate stream with a gzip or a zlib header, never more than cap+1 out. gzip: members
     one after another; zlib: one stream, whatever follows it is ignored (java.util.zip's
     Inflater, which the protocols that call it zlib use)."""
     parts: list[bytes] = []
     total = 0
-    rest = data
+    view = memoryview(data)
+    pos = 0
     try:
-        while rest:
+        while pos < len(view):
             d = zlib.decompressobj(47)  # 32 + 15: a gzip or a zlib header
-            piece = d.decompress(rest, cap + 1 - total)
-            parts.append(piece)
-            total += len(piece)
-            if total > cap:
-                raise _capped(codec, cap, total)
-            if not d.eof:
-                raise CodecError(f"{codec} stream ends before its end marker", total)
-            rest = d.unused_data if codec == "gzip" else b""
+            step = _FIRST_SLICE
+            while True:
+                piece = d.decompress(view[pos : pos + step], cap + 1 - total)
+                parts.append(piece)
+                total += len(piece)
+                if total > cap:
+                    raise _capped(codec, cap, total)
+                fed = min(step, len(view) - pos)
+                if d.eof:
+                    pos += fed - len(d.unused_data)
+                    break
+                pos += fed  # all of it taken in: only reaching max_length leaves input unread
+                if pos >= len(view):
+                    raise CodecError(f"{codec} stream ends before its end marker", total)
+                step = min(2 * step, _MOST_SLICE)
+            if codec != "gzip":
+                break
     except zlib.error as e:
         raise CodecError(f"{codec}: {e}", total) from None
     return b"".join(parts)
@@ -187,20 +205,23 @@ def _zstd(codec: str, data: bytes, cap: int, size: int | None) -> bytes:
     zstandard = _lib("zstandard", "zstd")
     parts: list[bytes] = []
     total = 0
-    rest = data
+    view = memoryview(data)
+    pos = 0
+    decompressor = zstandard.ZstdDecompressor()  # one context, reset for each frame
     try:
-        while rest and total <= cap:
-            d = zstandard.ZstdDecompressor().decompressobj()
-            pos = 0
-            while pos < len(rest) and not d.eof and total <= cap:
-                step = max(16, 3 * ((cap - total) // _ZSTD_BLOCK))
-                piece = d.decompress(rest[pos : pos + step])
-                pos += step
+        while pos < len(view) and total <= cap:
+            d = decompressor.decompressobj()
+            grow = _FIRST_SLICE
+            while pos < len(view) and not d.eof and total <= cap:
+                step = min(grow, max(16, 3 * ((cap - total) // _ZSTD_BLOCK)))
+                piece = d.decompress(view[pos : pos + step])
+                pos += min(step, len(view) - pos)
                 parts.append(piece)
                 total += len(piece)
+                grow = min(2 * grow, _MOST_SLICE)
             if total <= cap and not d.eof:
                 raise CodecError("zstd frame ends before its last block", total)
-            rest = d.unused_data + rest[pos:]
+            pos -= len(d.unused_data)  # the next frame starts where this one ended
     except zstandard.ZstdError as e:
         raise CodecError(f"zstd: {e}", total) from None
     if total > cap:

@@ -72,6 +72,32 @@ def test_zstd_frames_one_after_another() -> None:
     assert decompress("zstd", z.compress(b"one") + z.compress(b"two"), CAP) == b"onetwo"
 
 
+@pytest.mark.parametrize(("codec", "stream"), [
+    ("gzip", gzip.compress(b"", mtime=0)),
+    ("zstd", zstandard.ZstdCompressor().compress(b"")),
+    ("gzip", gzip.compress(b"ab", mtime=0)),
+    ("zstd", zstandard.ZstdCompressor().compress(b"ab")),
+])
+def test_many_small_streams_cost_time_in_proportion_to_their_bytes(codec: str, stream: bytes) -> None:
+    # 4 MB of streams of 9 to 22 bytes: each is read from a slice of the input, not from a copy
+    # of everything after it (which took minutes for this input).
+    n = (4 << 20) // len(stream)
+    t0 = time.process_time()
+    out = decompress(codec, stream * n, CAP)
+    assert time.process_time() - t0 < 10.0
+    assert out == decompress(codec, stream, CAP) * n
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd"])
+def test_streams_of_every_size_one_after_another(codec: str) -> None:
+    # Streams that end inside the first slice fed, in a later one, and at a slice's last byte.
+    pack = gzip.compress if codec == "gzip" else zstandard.ZstdCompressor(level=1).compress
+    texts = [bytes(range(256)) * k for k in (0, 1, 3, 40, 1000)] + [b"x" * 5_000_000, b"tail"]
+    data = b"".join(pack(t) for t in texts)
+    assert decompress(codec, data, 1 << 26) == b"".join(texts)
+    assert decompress(codec, data + pack(b"!"), 1 << 26) == b"".join(texts) + b"!"
+
+
 @pytest.mark.parametrize(("codec", "cut", "text"), [
     ("zlib", -4, "zlib stream ends before its end marker"),
     ("gzip", -4, "gzip stream ends before its end marker"),
