@@ -103,13 +103,18 @@ cdef inline object _add(object base, bint small, int64_t cbase, int64_t delta):
 
 
 cdef object _headers(const unsigned char* data, Py_ssize_t p, Py_ssize_t end, bint real,
-                     Py_ssize_t* next):
-    """The headers field at p (as _headers in records_v2), or None when they do not decode."""
+                     object ctx, Py_ssize_t* next, int64_t* count):
+    """The headers field at p (as _headers in records_v2), or None when they do not decode or
+    pass the elements the message may still decode (the pure path says so); count[0] is how
+    many there are, which the caller spends from the budget once the record decoded."""
     cdef Py_ssize_t start = p, hstart, kat, vat
     cdef int64_t n, j, kn, vn
     cdef list items = []
     if not _varint(data, &p, end, &n) or n < 0 or 2 * n > end - p:
         return None
+    if n and n > ctx.budget.elements_left:
+        return None
+    count[0] = n
     for j in range(n):
         hstart = p
         if not _varint(data, &p, end, &kn) or kn < 0 or kn > end - p:  # a null key is an error
@@ -161,12 +166,12 @@ cdef object _control(object key, object value, Py_ssize_t kat, Py_ssize_t klen, 
 
 
 cdef object _record(const unsigned char* data, Py_ssize_t start, Py_ssize_t limit, Batch* b,
-                    object base_offset, object base_timestamp, object max_timestamp,
+                    object base_offset, object base_timestamp, object max_timestamp, object ctx,
                     Py_ssize_t* next, Py_ssize_t* nbytes):
     """The record at start, before limit (as _record in records_v2), or None when the pure path
     is to read it; next[0] is then past it and nbytes[0] its key and value sizes."""
     cdef Py_ssize_t p = start, end, at, p2, p3, kat, vat
-    cdef int64_t length, ts_delta, off_delta, kn, vn
+    cdef int64_t length, ts_delta, off_delta, kn, vn, hn = 0
     cdef bint real = b.real
     if not _varint(data, &p, limit, &length) or length < 0 or length > limit - p:
         return None
@@ -188,9 +193,11 @@ cdef object _record(const unsigned char* data, Py_ssize_t start, Py_ssize_t limi
     if value is _UNREAD:
         return None
     hat = p
-    headers = _headers(data, p, end, real, &p)
+    headers = _headers(data, p, end, real, ctx, &p, &hn)
     if headers is None or p != end:
         return None
+    if hn:
+        ctx.budget.elements(hn)
     ts = max_timestamp if b.log_append else _add(base_timestamp, b.small_timestamp, b.base_timestamp, ts_delta)
     offset = _add(base_offset, b.small_offset, b.base_offset, off_delta)
     values = (length, data[at], ts_delta, off_delta, offset, ts, key, value, headers)
@@ -238,7 +245,7 @@ def record_elements(buf, pos, end, count, declared, attributes, base_offset, bas
         if ctx.over_limit(where):
             ctx.records += c_count - i  # counted from the header, not shown
             break
-        rec = _record(data, p, limit, &b, base_offset, base_timestamp, max_timestamp, &p, &nb)
+        rec = _record(data, p, limit, &b, base_offset, base_timestamp, max_timestamp, ctx, &p, &nb)
         if rec is None:
             r = WireReader(buf, p, end)
             try:

@@ -43,6 +43,9 @@ DIAGNOSTICS = Catalogue("kafka", "Kafka", (
     ("records", ERROR, Group.MALFORMED,
      "a records field whose batches cannot be read at all: kept raw"),
     # inside a records field (record batches, legacy message sets)
+    ("records.header_limit", WARNING, Group.UNDECODED,
+     "a record with more headers than one message may decode: the first are shown, the rest of the "
+     "record is not decoded"),
     ("records.limit", NOTE, Group.COMMENT,
      "more records and batches than one message may show: the rest are counted from their batch "
      "headers, not shown"),

@@ -179,7 +179,7 @@ def _record(r: WireReader, attrs: int, base_offset: int, base_timestamp: int, ma
     off_delta, p3 = varint_at(buf, p2, end)
     key, kat, p = _blob(buf, p3, end)
     value, vat, p = _blob(buf, p, end)
-    headers, p = _headers(buf, p, end, real)
+    headers, p = _headers(buf, p, end, real, ctx)
     if p != end:
         raise DecodeError(f"{end - p} bytes after the record's headers", p)
     r.pos = end
@@ -199,13 +199,18 @@ def _record(r: WireReader, attrs: int, base_offset: int, base_timestamp: int, ma
     return Row("record", RECORD_COLUMNS, values, spans, start if real else -1, end - start, f"offset {offset}")
 
 
-def _headers(buf: bytes, p: int, end: int, real: bool) -> tuple[Field, int]:
+def _headers(buf: bytes, p: int, end: int, real: bool, ctx: Ctx) -> tuple[Field, int]:
+    """A record's headers; each is an element of the message's budget. Past the budget the
+    rest of the record (end) is not decoded."""
     start = p
     n, p = varint_at(buf, p, end)
     if n < 0 or 2 * n > end - p:
         raise BadLength(f"header count {n} with {end - p} bytes left", start)
+    shown = ctx.budget.elements(n) if n else 0
+    if shown < n:
+        _header_limit(ctx, n, shown, start if real else -1)
     items: list[Field] = []
-    for _ in range(n):
+    for _ in range(shown):
         hstart = p
         kb, kat, p = _blob(buf, p, end)
         if kb is None:
@@ -214,7 +219,17 @@ def _headers(buf: bytes, p: int, end: int, real: bool) -> tuple[Field, int]:
         spans = (kat, len(kb), vat, len(value or b"")) if real else None
         items.append(Row("header", HEADER_COLUMNS, (kb.decode("utf-8", "replace"), value), spans,
                          hstart if real else -1, p - hstart))
+    if shown < n:
+        p = end
     return Field("headers", None, start if real else -1, p - start, items, ARRAY), p
+
+
+def _header_limit(ctx: Ctx, n: int, shown: int, offset: int) -> None:
+    """Noted once per message: a record with more headers than the message may still decode."""
+    if ctx.budget.first("kafka.records.header_limit"):
+        ctx.add("records.header_limit",
+                f"a record with {plural(n, 'header')}, past the {ctx.budget.elements_limit} elements a message "
+                f"may decode: the first {shown} are shown, the rest of the record is not decoded", offset)
 
 
 def _control(key: bytes | None, value: bytes | None, real: bool, kf: Field, vf: Field) -> Field:

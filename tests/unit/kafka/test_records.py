@@ -327,6 +327,21 @@ def test_record_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     assert keys(diags).count("kafka.records.bad_length") == 7 and keys(diags)[-1] == "kafka.records.limit"
 
 
+def test_record_headers_spend_the_element_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(base, "MAX_ELEMENTS", 5)
+    b = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, batch_size=1 << 20)
+    b.append(0, TS, b"k", b"v", [(f"h{i}", b"x") for i in range(4)])
+    b.append(1, TS, b"k", b"v", [(f"g{i}", None) for i in range(1000)])
+    b.append(2, TS, b"k", b"v", [("late", b"y")])
+    f, diags, stats = decode(b.build())
+    recs = f.children[0].child("records").children  # type: ignore[index,union-attr]
+    # 4 headers, then 1 of the 1000 (the rest of that record is skipped), then none
+    assert [len(r.child("headers").children) for r in recs] == [4, 1, 0]
+    assert [(r.get("offset"), r.get("value")) for r in recs] == [(0, b"v"), (1, b"v"), (2, b"v")]
+    assert keys(diags) == ["kafka.records.header_limit"] and stats["records"] == 3
+    assert "1000 headers" in diags[0].message and "the first 1 are shown" in diags[0].message
+
+
 def test_decode_records_off_keeps_raw_bytes() -> None:
     data = v2_batch(0)
     f, diags, stats = decode(data, Options(decode_records=False))

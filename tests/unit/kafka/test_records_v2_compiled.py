@@ -101,10 +101,12 @@ def same(a: object, b: object, path: str = "") -> None:
         assert a == b, f"{path}: {a!r} != {b!r}"
 
 
-def new_ctx(entries: int | None = None) -> Ctx:
+def new_ctx(entries: int | None = None, elements: int | None = None) -> Ctx:
     ctx = Ctx(OPTS, Budget(OPTS))
     if entries is not None:
         ctx.budget.entries_left = entries
+    if elements is not None:
+        ctx.budget.elements_left = elements
     return ctx
 
 
@@ -121,11 +123,11 @@ def outcome(fn: Callable[[], object]) -> object:
         return e
 
 
-def check_elements(call: Call, entries: int | None = None) -> list[Field] | object:
+def check_elements(call: Call, entries: int | None = None, elements: int | None = None) -> list[Field] | object:
     """Runs both record_elements on `call` (fresh ctxs) and asserts the same outcome."""
     results = []
     for fn in (PURE, COMPILED):
-        ctx = new_ctx(entries)
+        ctx = new_ctx(entries, elements)
         out = outcome(partial(fn, *call[:9], ctx, *call[9:]))
         results.append((out, ctx_state(ctx)))
     same(results[0], results[1])
@@ -424,15 +426,17 @@ _BASE = st.one_of(st.integers(-(1 << 40), 1 << 40), st.sampled_from([I64 - 1, -I
 @settings(max_examples=300, deadline=None)
 @given(st.lists(a_record(), max_size=5), st.binary(max_size=3), st.binary(max_size=3), st.integers(-2, 2),
        st.sampled_from([0, 0x08, 0x20, 0x28, 0x10, 0x7FFF, -1]), _BASE, _BASE, _BASE, st.booleans(),
-       st.integers(-1, 100), st.sampled_from([None, None, 0, 1, 2]), st.sampled_from([True, False]))
+       st.integers(-1, 100), st.sampled_from([None, None, 0, 1, 2]), st.sampled_from([True, False]),
+       st.sampled_from([None, None, 0, 1, 2, 3]))
 def test_crafted_records(recs: list[bytes], prefix: bytes, trailing: bytes, dcount: int, attrs: int,
                          base_offset: int, base_ts: int, max_ts: int, real: bool, where: int,
-                         entries: int | None, fast: bool) -> None:
+                         entries: int | None, fast: bool, elements: int | None) -> None:
+    # `elements`: what is left of the message's elements budget, which record headers spend
     buf = prefix + b"".join(recs) + trailing
     was = _model._build_objects(fast)
     try:
         check_elements((buf, len(prefix), len(buf), max(0, len(recs) + dcount), len(recs), attrs,
-                        base_offset, base_ts, max_ts, real, where), entries)
+                        base_offset, base_ts, max_ts, real, where), entries, elements)
     finally:
         _model._build_objects(was)
 
