@@ -29,7 +29,7 @@ from kdissect.errors import UsageError
 from kdissect.model import Message
 from kdissect.pipeline import Counters, Decoding
 from kdissect.pipeline.detect import first_bytes
-from kdissect.render.fitted import ADDRESS, Col, fitted_table
+from kdissect.render.fitted import ADDRESS, Col, fitted_table, plain_lines
 from kdissect.stream.flow import Conversation
 from kdissect.text import size_text
 
@@ -96,7 +96,14 @@ def _print_table(rows: list[dict[str, Any]], no_color: bool) -> None:
                       str(r["expected"]), "" if dur is None else f"{dur:.3f}",
                       *((_tls_text(r["tls"]),) if with_tls else ())])
     console = make_console(no_color)
-    fit = fitted_table([*COLUMNS, *((TLS_COLUMN,) if with_tls else ())], cells, console.width)
+    cols = [*COLUMNS, *((TLS_COLUMN,) if with_tls else ())]
+    lines = plain_lines(cols, cells, console.width) if console.no_color or console.color_system is None else None
+    if lines is not None:  # the same text, written a line at a time
+        out = console.file
+        for line in lines:
+            out.write(line + "\n")
+        return
+    fit = fitted_table(cols, cells, console.width)
     console.print(fit.table)
     if fit.dropped:
         console.print(f"(too narrow for: {', '.join(fit.dropped)}; -F json has every column)", style="dim",
