@@ -46,12 +46,12 @@ class _StopFlag:
 def _emitter(fmt: str, verbose: bool, hexdump: bool, no_color: bool, max_bytes: int,
              clock: TimeColumn) -> Callable[[Message], None]:
     if fmt == "jsonl":
-        from kdissect.render.jsonout import dumps, message_dict
+        from kdissect.render.jsonout import message_json
 
         out = sys.stdout
 
         def emit(m: Message) -> None:
-            out.write(dumps(message_dict(m, max_bytes)) + "\n")
+            out.write(message_json(m, max_bytes).decode("utf-8") + "\n")
 
         return emit
     renderer = text_renderer(no_color, verbose, hexdump, max_bytes)

@@ -19,6 +19,9 @@ SCRAM_ATTRS = {"n": "username", "a": "authzid", "r": "nonce", "s": "salt", "i": 
                "m": "reserved"}
 SCRAM_SECRETS = {"p"}
 MAX_DIGITS = 19  # an iteration count longer than an int64's digits stays text (int() refuses past 4300)
+# Attributes decoded from one SCRAM message or OAUTHBEARER key/value list (a handful in practice);
+# past it the rest stays in the last one, unsplit, so a token of a million commas costs one field.
+MAX_ATTRIBUTES = 100
 
 
 def decode_sasl_auth_bytes(mechanism: str | None, data: bytes, offset: int, is_request: bool,
@@ -109,11 +112,11 @@ def _scram(data: bytes, offset: int, is_request: bool, opts: Options) -> list[Fi
     if start:
         fields += _gs2_header(text[:start], offset)
     extensions: list[Field] = []
-    pos = start
-    for part in text[start:].split(","):
-        f = _scram_attr(part, offset + len(text[:pos].encode()), opts)
+    at = offset + len(text[:start].encode())
+    for part in text[start:].split(",", MAX_ATTRIBUTES - 1):
+        f = _scram_attr(part, at, opts)
         (extensions if f.name == "extension" else fields).append(f)
-        pos += len(part) + 1
+        at += len(part.encode()) + 1  # the attribute and its comma
     return fields + _extensions(extensions)
 
 
@@ -166,7 +169,7 @@ def _oauthbearer(data: bytes, offset: int, is_request: bool, opts: Options) -> l
     fields += _gs2_header(header.decode("utf-8", "replace"), offset)
     pos = offset + len(header) + 1
     extensions: list[Field] = []
-    for kv in kvs.split(b"\x01"):
+    for kv in kvs.split(b"\x01", MAX_ATTRIBUTES - 1):
         if kv:
             f = _oauth_kv(kv, pos, opts)
             (extensions if f.name == "extension" else fields).append(f)

@@ -204,3 +204,32 @@ def test_any_token_decodes_to_fields(mechanism: str | None, is_request: bool, te
 def test_a_server_message_nested_deeper_than_the_stack_stays_a_token(text: str) -> None:
     fields = decode_sasl_auth_bytes("OAUTHBEARER", text.encode(), 0, False, HIDE)
     assert [f.name for f in fields] == ["mechanism", "token"]
+
+
+@pytest.mark.parametrize(("mech", "token"), [
+    ("SCRAM-SHA-256", b"n,,n=u,r=x" + b"," * 400_000),
+    ("SCRAM-SHA-256", "n,,n=\u00e9,r=x,".encode() + b"q=\xc3\xa9," * 100_000),
+    ("OAUTHBEARER", b"n,,\x01" + b"k=v\x01" * 300_000 + b"\x01"),
+])
+def test_a_token_of_countless_attributes_decodes_quickly_to_a_few_fields(mech: str, token: bytes) -> None:
+    # An attribute's offset is carried from the one before it (not counted again from the start),
+    # and past MAX_ATTRIBUTES the rest of the token stays in the last attribute.
+    import time
+
+    t0 = time.process_time()
+    fields = decode_sasl_auth_bytes(mech, token, 7, True, HIDE)
+    assert time.process_time() - t0 < 2.0
+    flat = [f for f in fields for f in (f.children or [f])]
+    assert 3 <= len(flat) <= 110
+    last = flat[-1]
+    assert last.offset - 7 + last.length <= len(token)
+    located([f for f in flat if f.hint != SECRET], token, 7)
+
+
+def test_scram_attribute_offsets_count_bytes() -> None:
+    token = "n,,n=j\u00f6rg,r=n\u00f6nce,x=\u00e9xt,w\u00e9ird".encode()
+    fields = decode_sasl_auth_bytes("SCRAM-SHA-256", token, 3, True, HIDE)
+    flat = [f for f in fields for f in (f.children or [f])]
+    located(flat, token, 3)
+    assert [(f.name, f.value) for f in flat if f.name in ("username", "nonce", "ext_x", "extension")] == [
+        ("username", "j\u00f6rg"), ("nonce", "n\u00f6nce"), ("ext_x", "\u00e9xt"), ("extension", "w\u00e9ird")]
