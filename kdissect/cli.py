@@ -291,6 +291,8 @@ def main() -> None:
     except KdissectError as e:
         click.echo(f"kdissect: error: {e}", err=True)
         sys.exit(2)
+    except OSError as e:  # the system's refusal (a full disk, a device that takes no more), not a bug
+        _system_error(e)
     except Exception as e:  # noqa: BLE001 - the CLI boundary: one line, never a traceback
         if os.environ.get("KDISSECT_DEBUG"):
             raise
@@ -305,6 +307,18 @@ def _flush_stdout() -> None:
         sys.stdout.flush()
     except (BrokenPipeError, PipeClosed):
         _quiet_broken_pipe()
+    except OSError as e:
+        _system_error(e)
+
+
+def _system_error(e: OSError) -> None:
+    """An input/output error as the one-line CLI error (exit 2). What standard output still
+    holds is dropped, so that the interpreter does not fail again writing it at exit."""
+    where = f"{e.filename}: " if e.filename else ""
+    click.echo(f"kdissect: error: {where}{e.strerror or e}", err=True)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(2)
 
 
 def _quiet_broken_pipe() -> None:

@@ -226,6 +226,32 @@ def test_a_report_that_cannot_be_written_is_one_line_and_leaves_no_part_file(cap
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]  # no .part left behind
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux): a device that is always full")
+@pytest.mark.parametrize("command", [["read"], ["export"], ["stats"], ["export", "-o", "/dev/full"],
+                                     ["read", "-w", "/dev/full"], ["report", "-o", "/dev/full", "--overwrite"]],
+                         ids=lambda c: " ".join(c))
+def test_a_full_disk_is_one_line_and_exit_2(capture: Path, command: list[str]) -> None:
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([*KDISSECT, command[0], str(capture), *command[1:]], stdout=full, stderr=subprocess.PIPE,
+                           text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("kdissect: error: ") and r.stderr.count("\n") == 1, r.stderr
+    assert "No space left on device" in r.stderr
+    assert os.path.exists("/dev/full") and not os.path.isfile("/dev/full")
+
+
+def test_a_report_into_a_pipe_writes_to_it_and_leaves_it_a_pipe(capture: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([*KDISSECT, "report", str(capture), "-o", str(fifo), "--overwrite"],
+                            stderr=subprocess.PIPE, text=True)
+    with open(fifo, "rb") as f:
+        page = f.read()
+    assert proc.wait(timeout=120) == 0
+    assert page.startswith(b"<!DOCTYPE html>") and not fifo.is_file() and fifo.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo"]
+
+
 def test_export_into_a_directory_is_one_line_and_exit_2(capture: Path, tmp_path: Path) -> None:
     r = run("export", str(capture), "-o", str(tmp_path))
     assert r.returncode == 2

@@ -123,7 +123,8 @@ def report(captures: tuple[str, ...], outputs: tuple[str, ...], overwrite: bool,
     path = outputs[0]
     if os.path.exists(path) and not overwrite:
         raise UsageError(f"{path} exists (--overwrite replaces it)")
-    tmp = path + ".part"
+    # A new page replaces a file when it is whole; a device or a pipe is written to directly.
+    tmp = path + ".part" if os.path.isfile(path) or not os.path.exists(path) else path
     with writing(path):  # before the analysis: a path that cannot be written fails at once
         out = open(tmp, "w", encoding="utf-8")  # noqa: SIM115 - closed below
     try:
@@ -135,9 +136,11 @@ def report(captures: tuple[str, ...], outputs: tuple[str, ...], overwrite: bool,
             with writing(path):
                 out.write(page)
                 out.flush()
-        with writing(path):
-            os.replace(tmp, path)
+        if tmp != path:
+            with writing(path):
+                os.replace(tmp, path)
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)  # (gone once renamed)
+        if tmp != path:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)  # (gone once renamed)
     click.echo(f"kdissect: report written to {path} ({len(result.findings)} findings)", err=True)
