@@ -393,8 +393,9 @@ cdef object _field_value(object f, Py_ssize_t mb):
     return v
 
 
-cdef inline void _add(dict out, object f, Py_ssize_t mb) except *:
-    """One field of fields_dict()."""
+cdef inline void _add(dict out, object f, Py_ssize_t mb, list grown) except *:
+    """One field of fields_dict(); `grown`: the names whose list is out's own, in a list of one
+    set (made on the first repeated name)."""
     cdef bint fast = reads_field_slots(f)
     name = read_slot(f, fast, F_NAME, "name")
     v = read_slot(f, fast, F_VALUE, "value")
@@ -410,6 +411,12 @@ cdef inline void _add(dict out, object f, Py_ssize_t mb) except *:
         if not (isinstance(prev, list) and hint != _ARRAY):
             prev = [prev]
             out[name] = prev
+        elif not grown or name not in <set>grown[0]:
+            prev = list(prev)  # a field's own list value is never changed
+            out[name] = prev
+        if not grown:
+            grown.append(set())
+        (<set>grown[0]).add(name)
         prev.append(val)
         return
     out[name] = val
@@ -422,12 +429,13 @@ cdef inline void _add(dict out, object f, Py_ssize_t mb) except *:
 
 cdef dict _fields_dict(object fields, Py_ssize_t mb):
     cdef dict out = {}
+    cdef list grown = []
     if type(fields) is list:
         for f in <list>fields:
-            _add(out, f, mb)
+            _add(out, f, mb, grown)
     else:
         for f in fields:
-            _add(out, f, mb)
+            _add(out, f, mb, grown)
     return out
 
 
@@ -531,6 +539,9 @@ cdef object _Match = None
 
 cdef enum:
     _MAX_KEYS = 32  # keys of one struct tracked for repeats; a bigger struct is written from its dict
+    # Nesting the writer follows (decoded trees are a dozen levels deep); a deeper message takes
+    # the dict path, which bounds the C stack here and leaves Python's recursion limit to decide.
+    _MAX_DEPTH = 100
 
 
 cdef struct _Keys:
@@ -605,6 +616,7 @@ cdef class _Writer:
     cdef Py_ssize_t cap
     cdef Py_ssize_t mb
     cdef list keep  # the derived keys of the message (_Keys points at them)
+    cdef int depth  # of nested structs, arrays, lists and dicts
 
     def __cinit__(self, Py_ssize_t mb):
         self.cap = 4096
@@ -614,6 +626,7 @@ cdef class _Writer:
         self.n = 0
         self.mb = mb
         self.keep = []
+        self.depth = 0
 
     def __dealloc__(self):
         PyMem_Free(self.buf)
@@ -809,16 +822,21 @@ cdef class _Writer:
         if tv is float:
             return self.real(<double>v)
         if tv is list or tv is tuple or tv is dict:
-            Py_EnterRecursiveCall(" while writing JSON")
-            try:
-                if tv is dict:
-                    self.mapping(<dict>v)
-                else:
-                    self.sequence(v)
-            finally:
-                Py_LeaveRecursiveCall()
+            self.deeper()
+            if tv is dict:
+                self.mapping(<dict>v)
+            else:
+                self.sequence(v)
+            self.depth -= 1
             return 0
         raise _Unhandled()
+
+    cdef inline int deeper(self) except -1:
+        """One level further down; past _MAX_DEPTH the dict path takes the message."""
+        self.depth += 1
+        if self.depth > _MAX_DEPTH:
+            raise _Unhandled()
+        return 0
 
     cdef int sequence(self, object items) except -1:
         cdef bint first = True
@@ -940,26 +958,26 @@ cdef class _Writer:
         cdef bint fast = reads_field_slots(f)
         hint = read_slot(f, fast, F_HINT, "hint")
         if hint == _STRUCT:
-            Py_EnterRecursiveCall(" while writing JSON")
-            try:
-                if type(f) is _Row:
-                    kids = read_slot(f, reads_row_slots(f), R_KIDS, "_kids")
-                    if kids is None:
-                        return self.row(f)
+            self.deeper()
+            if type(f) is _Row:
+                kids = read_slot(f, reads_row_slots(f), R_KIDS, "_kids")
+                if kids is None:
+                    self.row(f)
                 else:
-                    kids = _children(f, fast)
-                return self.fields(kids if kids else ())
-            finally:
-                Py_LeaveRecursiveCall()
+                    self.fields(kids)
+            else:
+                kids = _children(f, fast)
+                self.fields(kids if kids else ())
+            self.depth -= 1
+            return 0
         if type(f) is _Row:
             raise _Unhandled()  # (its children would be built)
         if hint == _ARRAY:
-            Py_EnterRecursiveCall(" while writing JSON")
-            try:
-                kids = _children(f, fast)
-                return self.array(kids if kids else ())
-            finally:
-                Py_LeaveRecursiveCall()
+            self.deeper()
+            kids = _children(f, fast)
+            self.array(kids if kids else ())
+            self.depth -= 1
+            return 0
         v = read_slot(f, fast, F_VALUE, "value")
         tv = type(v)
         if tv is int or tv is str or tv is bool or v is None or tv is float:

@@ -156,6 +156,7 @@ def field_value(f: Field, max_bytes: int) -> Any:
 
 def fields_dict(fields: Iterable[Field], max_bytes: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    grown: set[str] | None = None  # names whose list is this dict's own (made or copied here)
     for f in fields:
         name = f.name
         v = f.value
@@ -165,6 +166,11 @@ def fields_dict(fields: Iterable[Field], max_bytes: int) -> dict[str, Any]:
             prev = out[name]
             if not (isinstance(prev, list) and f.hint != ARRAY):
                 prev = out[name] = [prev]
+            elif grown is None or name not in grown:
+                prev = out[name] = list(prev)  # a field's own list value is never changed
+            if grown is None:
+                grown = set()
+            grown.add(name)
             prev.append(val)
             continue
         out[name] = val

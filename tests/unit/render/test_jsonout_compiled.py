@@ -349,8 +349,30 @@ def test_generated_messages_give_the_same_dicts(fields: list[Field], info: dict[
     for mb in MAX_BYTES:
         assert_same("message_dict", m, mb)
         assert_same("message_json", m, mb)
+        assert same(pure_outcome("message_json", m, mb), twin_outcome("message_json", m, mb))  # again: the same
     assert same(outcome(_twin.message_dict, m), pure_outcome("message_dict", m))
     assert same(outcome(_twin.message_json, m), pure_outcome("message_json", m))
+
+
+@pytest.mark.parametrize("fn", ["pure", "twin"])
+def test_repeated_names_never_change_the_tree(fn: str) -> None:
+    # A repeated name after a field whose value is a list: the list in the output holds both,
+    # and the field's own list is left as it is, so writing the message again gives the same.
+    own = [1, 2]
+    fields = [Field("a", own), Field("a", 3), Field("a", 4), Field("b", [5]), Field("b", None, children=[], hint=ARRAY)]
+    if fn == "twin" and _twin is None:
+        pytest.skip("the compiled twin is not built")
+    m = Message(Pdu(b"\x00" * 7, [3], 1.0, 1.0, True), 2, "10.0.0.1:1", "10.0.0.2:9092", "kafka")
+    m.fields = fields
+    for _ in range(3):
+        if fn == "pure":
+            with accel.pure_functions(MODULE):
+                d, text = PURE["fields_dict"](fields, 256), PURE["message_json"](m, 256)
+        else:
+            d, text = _twin.fields_dict(fields, 256), _twin.message_json(m, 256)
+        assert d == {"a": [1, 2, 3, 4], "b": [[5], []]}
+        assert b'"fields":{"a":[1,2,3,4],"b":[[5],[]]}' in text
+        assert own == [1, 2] and fields[3].value == [5]
 
 
 @given(st.floats(allow_nan=False, allow_infinity=False).filter(lambda x: abs(x) >= 2.0**24))
@@ -416,6 +438,22 @@ def test_rows_whose_columns_are_no_pairs_raise_the_same(columns: Any) -> None:
     want = pure_outcome("row_dict", row, 8)
     assert want[0] == "raised"
     assert same(twin_outcome("row_dict", row, 8), want)
+
+
+@needs_twin
+@pytest.mark.parametrize("depth", [50, 150, 400])
+@pytest.mark.parametrize("hint", [STRUCT, ARRAY])
+def test_deep_messages_are_written_as_in_python(depth: int, hint: str) -> None:
+    # The writer follows 100 levels; a deeper message takes the dict path. (Past Python's
+    # recursion limit that raises RecursionError: test_a_deep_tree_raises_recursion_error_as_in_python.)
+    f = Field("leaf", 1)
+    for _ in range(depth):
+        f = Field("s", None, children=[f], hint=hint)
+    m = Message(Pdu(b"\x00" * 7, [3], 1.0, 1.0, True), 2, "10.0.0.1:1", "10.0.0.2:9092", "kafka")
+    m.fields = [f]
+    want = pure_outcome("message_json", m, 8)
+    assert want[0] == "ok"
+    assert same(twin_outcome("message_json", m, 8), want)
 
 
 @needs_twin
