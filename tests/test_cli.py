@@ -252,6 +252,24 @@ def test_a_report_into_a_pipe_writes_to_it_and_leaves_it_a_pipe(capture: Path, t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo"]
 
 
+def test_the_hex_dump_of_a_big_message_is_written_as_it_is_made(tmp_path: Path) -> None:
+    # 160 KiB in segments of 8 KiB: 10 240 dump lines, written 4096 at a time, the same as at once.
+    c = TcpConn()
+    msg = kafka_request(18, 0, 1, "big", bytes(range(256)) * 640)
+    pkts = [*c.handshake(), *(c.segment(True, msg[i : i + 8192]) for i in range(0, len(msg), 8192))]
+    path = tmp_path / "big.pcap"
+    write_pcap(str(path), [Pkt(i * 0.001, ethernet(p)) for i, p in enumerate(pkts)])
+    r = run("read", str(path), "-x", "--no-color")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("\n")
+    assert "ApiVersions v0 request corr=1 client=big" in lines[0]
+    dump = lines[1:-2]
+    assert len(dump) == -(-len(msg) // 16) and lines[-2:] == ["", ""]  # then a blank line
+    rows = [ln[4:].split("  ", 1) for ln in dump]  # offset, then 16 bytes in 48 columns and the text
+    assert [int(offset, 16) for offset, _ in rows] == list(range(0, len(msg), 16))
+    assert "".join(rest[:48].replace(" ", "") for _, rest in rows) == msg.hex()
+
+
 def test_export_into_a_directory_is_one_line_and_exit_2(capture: Path, tmp_path: Path) -> None:
     r = run("export", str(capture), "-o", str(tmp_path))
     assert r.returncode == 2

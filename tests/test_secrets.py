@@ -395,11 +395,11 @@ def test_spark_rows(capture: Capture) -> None:
 
 def test_hexdump_masks_hex_and_ascii_columns() -> None:
     data = b"user\x00pass-word!\x00tail-bytes-here"
-    lines = hexdump(data, hidden=[(5, 10), (40, 5), (-3, 4)])
+    lines = list(hexdump(data, hidden=[(5, 10), (40, 5), (-3, 4)]))
     assert lines[0] == ("    0000  ** 73 65 72 00 ** ** ** ** ** ** ** ** ** ** 00  "
                         "*ser.**********.")
     assert lines[1] == "    0010  74 61 69 6c 2d 62 79 74 65 73 2d 68 65 72 65     tail-bytes-here"
-    assert hexdump(data) == hexdump(data, hidden=[])
+    assert list(hexdump(data)) == list(hexdump(data, hidden=[]))
 
 
 def test_secret_ranges_walks_fields_and_rows() -> None:

@@ -5,7 +5,8 @@ Renderers never special-case a protocol: they read Message, Field hints and diag
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+from collections.abc import Iterator, Mapping
 from typing import IO, TYPE_CHECKING
 
 from kdissect.model import (
@@ -165,16 +166,15 @@ def tree_lines(fields: list[Field], max_bytes: int, indent: int = 1) -> list[str
     return out
 
 
-def hexdump(data: bytes, width: int = 16, hidden: list[tuple[int, int]] | None = None) -> list[str]:
-    """Offset, hex and ASCII columns; the bytes of the `hidden` (offset, length) ranges (a
-    message's secret_ranges) show as `**` and `*`."""
+def hexdump(data: bytes, width: int = 16, hidden: list[tuple[int, int]] | None = None) -> Iterator[str]:
+    """Offset, hex and ASCII columns, a line at a time; the bytes of the `hidden` (offset,
+    length) ranges (a message's secret_ranges) show as `**` and `*`."""
     mask = bytearray(len(data)) if hidden else None
     if mask is not None:
         for start, size in hidden or ():
             lo, hi = max(start, 0), min(start + size, len(data))
             if lo < hi:
                 mask[lo:hi] = b"\x01" * (hi - lo)
-    lines = []
     for off in range(0, len(data), width):
         chunk = data[off : off + width]
         if mask is not None and any(mask[off : off + width]):
@@ -184,8 +184,16 @@ def hexdump(data: bytes, width: int = 16, hidden: list[tuple[int, int]] | None =
         else:
             hx = " ".join(f"{b:02x}" for b in chunk)
             asc = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
-        lines.append(f"    {off:04x}  {hx:<{width * 3}} {asc}")
-    return lines
+        yield f"    {off:04x}  {hx:<{width * 3}} {asc}"
+
+
+DUMP_BLOCK = 4096  # hex dump lines written at a time: a message of 100 MB is not dumped in memory
+
+
+def _blocks(lines: Iterator[str]) -> Iterator[str]:
+    """The lines joined DUMP_BLOCK at a time."""
+    while block := list(itertools.islice(lines, DUMP_BLOCK)):
+        yield "\n".join(block)
 
 
 class TextRenderer:
@@ -209,13 +217,15 @@ class TextRenderer:
     def render(self, m: Message) -> None:
         when = self.clock.text(m)
         details = self._details(m) if self.verbose else []
-        dump = hexdump(m.data, hidden=secret_ranges(m)) if self.hex else []
+        dump = _blocks(hexdump(m.data, hidden=secret_ranges(m))) if self.hex and m.data else None
         if self.plain:
-            parts = [summary_plain(m, when), *details, *dump]
+            out = self.out
+            assert out is not None
+            out.write("\n".join([summary_plain(m, when), *details]) + "\n")
+            for block in dump or ():
+                out.write(block + "\n")
             if details or dump:
-                parts.append("")
-            assert self.out is not None
-            self.out.write("\n".join(parts) + "\n")
+                out.write("\n")
             return
         from rich.text import Text
 
@@ -227,8 +237,8 @@ class TextRenderer:
             c.print(Text("\n".join(details)), soft_wrap=True, highlight=False)
             for d in m.diagnostics:
                 c.print(Text(diag_text(d), style=SEVERITY_STYLE.get(d.severity, "")), soft_wrap=True)
-        if dump:
-            c.print(Text("\n".join(dump), style="dim"), soft_wrap=True, highlight=False)
+        for block in dump or ():
+            c.print(Text(block, style="dim"), soft_wrap=True, highlight=False)
         if details or dump:
             c.print()
 

@@ -130,7 +130,7 @@ def test_hex_lines_are_read_x_lines_secrets_masked() -> None:
     masked = 0
     for m in decoded(SASL):
         lines = hex_lines(m, None)
-        assert ["    " + ln.text for ln in lines] == hexdump(m.data, hidden=secret_ranges(m))
+        assert ["    " + ln.text for ln in lines] == list(hexdump(m.data, hidden=secret_ranges(m)))
         masked += sum(c == "**" for ln in lines for c in ln.cells)
     assert masked > 0  # the SASL password is not shown
 
@@ -148,7 +148,7 @@ def test_hex_lines_highlight_and_mask(data: bytes, start: int, n: int, width: in
     hid = {i for a, k in hidden for i in range(max(a, 0), min(a + k, len(data)))}
     assert [i for i, c in enumerate(cells) if c == "**"] == sorted(hid)
     if width == 16:
-        assert ["    " + ln.text for ln in lines] == hexdump(data, hidden=hidden)
+        assert ["    " + ln.text for ln in lines] == list(hexdump(data, hidden=hidden))
 
 
 def test_hostile_trees_do_not_break_rows() -> None:
