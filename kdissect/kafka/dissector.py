@@ -219,6 +219,7 @@ class KafkaDissector:
         if req is None:
             self._unmatched(msg, r, corr, opts, state)
             return
+        state.inferences_left = 0  # the capture has this conversation's requests from here on
         msg.peer = req
         api_key, version = req.info["op_code"], req.info["version"]
         _, hfield = read_response_header(r, response_header_version(api_key, version))
@@ -230,7 +231,10 @@ class KafkaDissector:
 
     def _unmatched(self, msg: Message, r: WireReader, corr: int, opts: Options,
                    state: KafkaConversation) -> None:
-        guess = infer_response(msg.data, opts)
+        guess = None
+        if state.inferences_left > 0:
+            state.inferences_left -= 1
+            guess = infer_response(msg.data, opts)
         if guess is not None:
             api_key, versions = guess
             version = versions[0]

@@ -102,6 +102,31 @@ def test_response_api_inferred_when_unambiguous() -> None:
     assert "kafka.api_inferred" in keys(alone) and "kafka.request_not_captured" not in keys(alone)
 
 
+def _metadata_v0_response(corr: int) -> bytes:
+    """A Metadata v0 response (one broker, no topics): 28 bytes of body, which only Metadata fits."""
+    body = struct.pack(">iih", 1, 1, 9) + b"localhost" + struct.pack(">ii", 9092, 0)
+    return frame(struct.pack(">i", corr) + body)
+
+
+def test_only_the_first_responses_of_a_conversation_have_their_api_inferred() -> None:
+    # Each inference tries every response plan: a conversation gets MAX_INFERRED of them, and
+    # none once one of its responses has found its request (later strays are lost requests, not
+    # a capture that started mid-connection).
+    from kdissect.kafka.conversation import MAX_INFERRED
+
+    state = DISSECTOR.new_state()
+    strays = [run(_metadata_v0_response(corr), False, state) for corr in range(100, 100 + 3 * MAX_INFERRED)]
+    inferred = ["kafka.api_inferred" in keys(m) for m in strays]
+    assert inferred == [True] * MAX_INFERRED + [False] * (2 * MAX_INFERRED)
+    assert all("kafka.request_not_captured" in keys(m) for m in strays[MAX_INFERRED:])
+    state = DISSECTOR.new_state()
+    assert "kafka.api_inferred" in keys(run(_metadata_v0_response(1), False, state))
+    run(request(3, 0, 2, struct.pack(">i", 0)), True, state)
+    assert run(_metadata_v0_response(2), False, state).info["op"] == "Metadata"  # found its request
+    late = run(_metadata_v0_response(3), False, state)
+    assert keys(late) >= {"kafka.request_not_captured"} and "kafka.api_inferred" not in keys(late)
+
+
 def test_the_client_id_of_a_flexible_header_spans_its_string_not_the_tagged_fields() -> None:
     # Metadata v12 (flexible): client_id "client", then a tagged section with one field.
     tags = bytes([1, 5, 2]) + b"ab"
