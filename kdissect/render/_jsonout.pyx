@@ -608,6 +608,11 @@ cdef bint _ascii_text(const unsigned char* data, Py_ssize_t n) noexcept:
     return True
 
 
+# The members message_dict starts with: (what precedes the value, the Message attribute).
+cdef tuple _HEAD = tuple((f'{"{" if i == 0 else ","}"{name}":'.encode(), name) for i, name in enumerate(
+    ("number", "frame", "frames", "ts", "stream", "src", "dst", "protocol", "kind", "summary")))
+
+
 cdef class _Writer:
     """A growing buffer of JSON text."""
 
@@ -848,10 +853,13 @@ cdef class _Writer:
             self.value(x)
         return self.byte(93)
 
-    cdef int mapping(self, dict d) except -1:
+    cdef int mapping(self, dict d, bint skip_none=False) except -1:
+        """d written; `skip_none`: without its members whose value is None."""
         cdef bint first = True
         self.byte(123)  # {
         for k, x in d.items():
+            if skip_none and x is None:
+                continue
             if type(k) is not str:
                 raise _Unhandled()
             if not first:
@@ -863,21 +871,9 @@ cdef class _Writer:
 
     cdef int info(self, object info) except -1:
         """{k: v for k, v in info.items() if v is not None} written."""
-        cdef bint first = True
         if type(info) is not dict:
             raise _Unhandled()
-        self.byte(123)
-        for k, x in (<dict>info).items():
-            if x is None:
-                continue
-            if type(k) is not str:
-                raise _Unhandled()
-            if not first:
-                self.byte(44)
-            first = False
-            self.key(<str>k)
-            self.value(x)
-        return self.byte(125)
+        return self.mapping(<dict>info, True)
 
     cdef int match(self, object match) except -1:
         """`match.to_json() if match else None` written."""
@@ -1055,46 +1051,22 @@ cdef class _Writer:
 
     cdef int message(self, object m) except -1:
         """message_dict(m) written (m an exact Message)."""
-        number = m.number
-        frame = m.frame
-        frames = m.frames
-        ts = m.ts
-        if type(ts) is not float or not fabs(<double>ts) >= 16777216.0:
-            # From 2**24 on a double's spacing is over 2e-9: rounding to 9 decimals gives
-            # the same double back (and the same text), as every capture's times do.
-            ts = round(ts, 9)
-        stream = m.stream
-        src = m.src
-        dst = m.dst
-        protocol = m.protocol
-        kind = m.kind
-        summary = m.summary
-        length = len(m.data)
-        info = m.info
-        self.put(b'{"number":', 10)
-        self.value(number)
-        self.put(b',"frame":', 9)
-        self.value(frame)
-        self.put(b',"frames":', 10)
-        self.value(frames)
-        self.put(b',"ts":', 6)
-        self.value(ts)
-        self.put(b',"stream":', 10)
-        self.value(stream)
-        self.put(b',"src":', 7)
-        self.value(src)
-        self.put(b',"dst":', 7)
-        self.value(dst)
-        self.put(b',"protocol":', 12)
-        self.value(protocol)
-        self.put(b',"kind":', 8)
-        self.value(kind)
-        self.put(b',"summary":', 11)
-        self.value(summary)
+        cdef bytes key
+        for key, name in _HEAD:
+            self.put(key, len(key))
+            if name == "ts":
+                ts = m.ts
+                if type(ts) is not float or not fabs(<double>ts) >= 16777216.0:
+                    # From 2**24 on a double's spacing is over 2e-9: rounding to 9 decimals
+                    # gives the same double back (and the same text), as every capture's times do.
+                    ts = round(ts, 9)
+                self.value(ts)
+            else:
+                self.value(getattr(m, name))
         self.put(b',"length":', 10)
-        self.value(length)
+        self.value(len(m.data))
         self.put(b',"info":', 8)
-        self.info(info)
+        self.info(m.info)
         self.put(b',"fields":', 10)
         self.fields(m.fields)
         self.put(b',"diagnostics":', 15)
