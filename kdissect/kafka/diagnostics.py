@@ -16,6 +16,10 @@ DIAGNOSTICS = Catalogue("kafka", "Kafka", (
      "a response whose request was not captured and whose body fits no single API: the body stays raw"),
     ("api_inferred", WARNING, Group.ASSUMPTION,
      "a response whose request was not captured, decoded as the only API (and versions) its body fits"),
+    ("request_dropped", NOTE, Group.COMMENT,
+     "a response whose request was dropped from the requests waiting for an answer (a client "
+     "pipelined more than a connection keeps): decoded as that request's API and version, not "
+     "linked to it"),
     ("correlation_mismatch", WARNING, Group.ASSUMPTION,
      "a response whose correlation id matches no request, paired with the oldest pending request "
      "because its body decodes as that request's response (a broker answers in order)"),

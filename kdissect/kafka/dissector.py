@@ -204,7 +204,9 @@ class KafkaDissector:
             if acks == 0:
                 msg.expects_response = False
         # acks=0 requests stay matchable: some brokers (librdkafka's mock cluster) answer anyway.
-        state.pending.add(hdr.correlation_id, msg)
+        old = state.pending.add(hdr.correlation_id, msg)
+        if old is not None and old.info.get("corr") != hdr.correlation_id and old.info.get("op_code") in APIS:
+            state.drop(old.info["corr"], old.info["op_code"], old.info["version"])
         self._body(msg, r, hdr.api_key, hdr.api_version, True, opts, state)
 
     def _response(self, msg: Message, r: WireReader, state: KafkaConversation, opts: Options) -> None:
@@ -214,14 +216,27 @@ class KafkaDissector:
         corr = int.from_bytes(msg.data[4:8], "big", signed=True)
         req = state.pending.pop(corr)
         msg.info["corr"] = corr
+        if req is None and state.dropped:
+            known = state.dropped.pop(corr, None)
+            if known is not None:
+                self._answer(msg, r, corr, *known, opts, state)
+                msg.add(DIAGNOSTICS("request_dropped",
+                                    f"its request (correlation id {corr}) was dropped from the "
+                                    f"{state.pending.limit} waiting for an answer: decoded as its "
+                                    f"{msg.info['op']} v{known[1]} response, not linked to it", 4))
+                return
         if req is None:
             req = self._in_order(msg, state, opts)
         if req is None:
             self._unmatched(msg, r, corr, opts, state)
             return
-        state.inferences_left = 0  # the capture has this conversation's requests from here on
         msg.peer = req
-        api_key, version = req.info["op_code"], req.info["version"]
+        self._answer(msg, r, corr, req.info["op_code"], req.info["version"], opts, state)
+
+    def _answer(self, msg: Message, r: WireReader, corr: int, api_key: int, version: int, opts: Options,
+                state: KafkaConversation) -> None:
+        """A response decoded as the answer to its request, of `api_key` and `version`."""
+        state.inferences_left = 0  # the capture has this conversation's requests from here on
         _, hfield = read_response_header(r, response_header_version(api_key, version))
         msg.fields.append(hfield)
         name = api_name(api_key)

@@ -127,6 +127,22 @@ def test_only_the_first_responses_of_a_conversation_have_their_api_inferred() ->
     assert keys(late) >= {"kafka.request_not_captured"} and "kafka.api_inferred" not in keys(late)
 
 
+def test_responses_to_requests_dropped_from_the_pending_ones_decode_as_their_api() -> None:
+    # A client that pipelines more requests than a connection keeps pending: the oldest are
+    # dropped, but their API and version are remembered, so that their responses still decode
+    # (not linked to them), instead of being paired with another request or left raw.
+    state = KafkaConversation(max_pending=4)
+    for corr in range(10, 16):
+        run(request(3, 0, corr, struct.pack(">i", 0)), True, state)
+    answers = [run(_metadata_v0_response(corr), False, state) for corr in range(10, 16)]
+    assert [m.info["op"] for m in answers] == ["Metadata"] * 6
+    assert [m.info["corr"] for m in answers] == list(range(10, 16))
+    assert ["kafka.request_dropped" in keys(m) for m in answers] == [True, True, False, False, False, False]
+    assert [m.peer is None for m in answers] == [True, True, False, False, False, False]
+    assert not any(keys(m) & {"kafka.correlation_mismatch", "kafka.api_inferred", "kafka.request_not_captured"}
+                   for m in answers)
+
+
 def test_the_client_id_of_a_flexible_header_spans_its_string_not_the_tagged_fields() -> None:
     # Metadata v12 (flexible): client_id "client", then a tagged section with one field.
     tags = bytes([1, 5, 2]) + b"ab"
