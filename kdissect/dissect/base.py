@@ -12,7 +12,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from kdissect.diagnostics import Catalogue
 from kdissect.dissect.keyinfo import KeyInfo
-from kdissect.dissect.matcher import Matcher
+from kdissect.dissect.matcher import Matcher, Pool
 from kdissect.dissect.partial import take_partial
 from kdissect.errors import DecodeError
 from kdissect.framing.length_prefixed import Framer
@@ -149,6 +149,17 @@ class ConversationState:
     def __init__(self, max_pending: int = 1024) -> None:
         self.pending: Matcher[Any] = Matcher(max_pending)
         self.capture = CaptureState()
+
+    def share(self, capture: CaptureState) -> None:
+        """Join the capture's conversations: what they learn, and the pool of their pending
+        requests."""
+        self.capture = capture
+        self.pending.pool = capture.get(Pool)
+
+    def end(self) -> None:
+        """The conversation ended: its pending requests (and what a subclass keeps of them) are
+        given back to the capture's pool."""
+        self.pending.clear()
 
 
 # A protocol's typed Spark column, as data: (column, SQL type, JSON paths) per member, the SQL

@@ -33,10 +33,28 @@ class KafkaConversation(ConversationState):
         self.dropped: OrderedDict[int, tuple[int, int]] | None = None
 
     def drop(self, corr: int, api_key: int, version: int) -> None:
-        """A request no longer pending (too many were), remembered for its response."""
+        """A request no longer pending (too many were), remembered for its response, within
+        MAX_DROPPED a conversation and the capture's pool."""
         dropped = self.dropped
         if dropped is None:
             dropped = self.dropped = OrderedDict()
+        pool = self.pending.pool
+        if corr not in dropped:
+            pool.noted += 1
         dropped[corr] = (api_key, version)
-        if len(dropped) > MAX_DROPPED:
+        if len(dropped) > MAX_DROPPED or pool.noted > pool.noted_limit:
             dropped.popitem(last=False)
+            pool.noted -= 1
+
+    def forget(self, corr: int) -> tuple[int, int] | None:
+        """The API key and version of a dropped request, now answered."""
+        known = self.dropped.pop(corr, None) if self.dropped else None
+        if known is not None:
+            self.pending.pool.noted -= 1
+        return known
+
+    def end(self) -> None:
+        super().end()
+        if self.dropped:
+            self.pending.pool.noted -= len(self.dropped)
+            self.dropped = None

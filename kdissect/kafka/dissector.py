@@ -216,8 +216,8 @@ class KafkaDissector:
         corr = int.from_bytes(msg.data[4:8], "big", signed=True)
         req = state.pending.pop(corr)
         msg.info["corr"] = corr
-        if req is None and state.dropped:
-            known = state.dropped.pop(corr, None)
+        if req is None:
+            known = state.forget(corr)
             if known is not None:
                 self._answer(msg, r, corr, *known, opts, state)
                 msg.add(DIAGNOSTICS("request_dropped",

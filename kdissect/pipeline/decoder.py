@@ -97,9 +97,11 @@ class Decoder:
             self.skipped.discard(conv.index)
             if conv.app is not None:
                 self._flush(conv.app, conv)  # what its last messages teach
+                conv.app.state.end()
             return
         if conv.app is not None:
             self._flush(conv.app, conv)
+            conv.app.state.end()
         self.output.stream_closed(conv.index)
         for observer in self.observers:
             observer.conversation_ended(conv)

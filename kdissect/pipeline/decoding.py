@@ -29,7 +29,7 @@ class Decoding:
         `capture`: what the capture's conversations share (the state's own when None)."""
         state = dissector.new_state()
         if capture is not None:
-            state.capture = capture
+            state.share(capture)
         framers = (_framer(dissector, client == 0, state, synced[0]),
                    _framer(dissector, client == 1, state, synced[1]))
         return cls(dissector, state, framers)

@@ -8,10 +8,12 @@ import gc
 import struct
 import zlib
 
+import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from pcapgen import TcpConn, ethernet, kafka_request, kafka_response
 
 from kdissect.capture.pcapfile import RawFrame
+from kdissect.dissect import matcher
 from kdissect.model import Message, secret_ranges
 from kdissect.pipeline import Pipeline
 from kdissect.rocketmq import encode as rocketmq
@@ -135,3 +137,30 @@ def test_redacted_values_stay_masked_when_a_body_is_dropped() -> None:
     assert [dropped(m) for m in msgs] == [True, True, False]
     for m in msgs:
         assert [m.data[at:at + n] for at, n in secret_ranges(m)] == [b"c2lnbmF0dXJl"]
+
+
+def test_the_conversations_of_a_capture_share_one_bound_on_pending_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Thousands of conversations full of unanswered requests would each keep 1,024 of them (a
+    # couple of KB apiece): past the capture's pool each keeps only as many as it holds, its
+    # oldest dropped for each new one. The first conversation, which filled the pool, keeps all.
+    monkeypatch.setattr(matcher, "MAX_POOLED", 50)
+    conns = [TcpConn(cport=41000 + k) for k in range(20)]
+    pkts = [(0.0, p) for c in conns for p in c.handshake()]
+    pkts += [(1.0, c.segment(True, kafka_request(3, 0, corr, "p", struct.pack(">i", 0)))) for c in conns
+             for corr in range(30)]
+    answer = struct.pack(">iih", 1, 1, 9) + b"localhost" + struct.pack(">ii", 9092, 0)
+    pkts += [(2.0, c.segment(False, kafka_response(corr, answer))) for c in (conns[0], conns[-1]) for corr in range(30)]
+    pipe = Pipeline()
+    pool = pipe.shared.get(matcher.Pool)
+    out: list[Message] = []
+    for i, (ts, p) in enumerate(pkts):
+        frame = ethernet(p)
+        out += pipe.feed(RawFrame(i + 1, ts, 1, frame, len(frame)))
+        assert pool.held <= 50 + len(conns)
+    out += pipe.finish()
+    assert (pool.held, pool.noted) == (0, 0)  # given back as the conversations ended
+    first = [m for m in out if m.kind == "response" and m.stream == 0]
+    last = [m for m in out if m.kind == "response" and m.stream == len(conns) - 1]
+    assert len(first) == len(last) == 30
+    assert all(m.peer is not None and m.info["op"] == "Metadata" for m in first)
+    assert sum(m.peer is not None for m in last) < 30
