@@ -202,7 +202,8 @@ class TlsConnection:
         else:
             info.resumed = bool(ch and ch.session_id and ch.session_id == hello.session_id)
         self.suite = suite(hello.suites[0])
-        if self.suite is None or hello.version not in (TLS12, TLS13):
+        if (self.suite is None or hello.version not in (TLS12, TLS13)
+                or self.suite.tls13 != (hello.version == TLS13)):  # a suite of the other version
             self._unsupported()
         elif hello.version == TLS13:
             self._start13()

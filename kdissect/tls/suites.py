@@ -78,6 +78,12 @@ class Suite:
         return self.cipher != "cbc"
 
     @property
+    def tls13(self) -> bool:
+        """A TLS 1.3 suite (TLS_AES_128_GCM_SHA256...): no key exchange in its name, which only
+        TLS 1.3 may choose, and TLS 1.3 only those."""
+        return "_WITH_" not in self.name
+
+    @property
     def prf_hash(self) -> str:
         """The hash of TLS 1.2's PRF and of TLS 1.3's HKDF: SHA-384 for *_SHA384, else SHA-256."""
         return "SHA384" if self.hash == "SHA384" else "SHA256"

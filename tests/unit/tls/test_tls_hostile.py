@@ -131,3 +131,23 @@ def test_a_key_update_moves_that_side_to_the_next_secret(sessions: list[object])
     stale = _seal13(prot, seq + 1, 23, b"under the old key")
     assert conn.feed(0, [Data(stale, 100, 0.0)]) == []
     assert [d.key for d in conn.diagnostics] == ["tls.bad_key"]
+
+
+@pytest.mark.parametrize(("which", "code"), [(0, 0x002F), (0, 0x0035), (0, 0xC02F), (1, 0x1301), (1, 0x1303)])
+def test_a_suite_of_the_other_version_is_unsupported_not_an_error(sessions: list[object], which: int,
+                                                                   code: int) -> None:
+    # A TLS 1.3 ServerHello naming a TLS 1.2 suite (its CBC key reached ChaCha20-Poly1305: an
+    # internal error), or a TLS 1.2 one naming a TLS 1.3 suite: the conversation is not decrypted.
+    s = sessions[which]
+    flows = [(side, bytearray(data)) for side, data in s.flows]  # type: ignore[attr-defined]
+    side, data = next((side, data) for side, data in flows if side == 1)
+    assert data[0] == 22 and data[5] == 2  # a handshake record that starts with the ServerHello
+    at = 5 + 4 + 2 + 32
+    at += 1 + data[at]  # past the session id
+    struct.pack_into(">H", data, at, code)
+    conn = TlsConnection(KeyLog(s.keylog))  # type: ignore[attr-defined]
+    out = []
+    for frame, (side, data) in enumerate(flows, 1):
+        out += conn.feed(side, [Data(bytes(data), frame, 0.0)])
+    assert not [e for e in out if isinstance(e, Data)]
+    assert "tls.unsupported" in [d.key for d in conn.diagnostics]
