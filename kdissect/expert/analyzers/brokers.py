@@ -478,6 +478,10 @@ def _settle(table: dict[tuple[str, str, bool], _Unanswered], w: _Waiting, later:
 class Unanswered:
     def __init__(self) -> None:
         self.waiting: dict[int, dict[tuple[int, int], _Waiting]] = {}  # stream -> (frame, number) -> request
+        # (stream, to_server) -> the times of its watched requests, earliest first: a response
+        # reaches only those of the other direction sent before it, without a scan of the rest
+        self.due: dict[tuple[int, bool], list[tuple[float, int, tuple[int, int]]]] = {}
+        self.watches = 0  # watched so far (the order of the `due` entries)
         self.size = 0
         self.spoke: set[tuple[int, bool]] = set()  # (stream, to_server) of sides that sent something
         self.later: dict[tuple[str, str, bool], _Unanswered] = {}
@@ -488,11 +492,20 @@ class Unanswered:
             self._answered(m.peer)
         watched = self.waiting.get(m.stream) if m.kind == "response" else None
         if watched:
-            for key in [k for k, w in watched.items() if w.to_server != m.to_server and m.ts >= w.ts]:
-                _settle(self.later, watched.pop(key), m.frame)
-                self.size -= 1
+            due = self.due.get((m.stream, not m.to_server))
+            if due and due[0][0] <= m.ts:
+                ready = []
+                while due and due[0][0] <= m.ts:
+                    _, order, key = heapq.heappop(due)
+                    if key in watched:  # (else answered meanwhile)
+                        ready.append((order, key))
+                for _, key in sorted(ready):  # in the order they were watched
+                    _settle(self.later, watched.pop(key), m.frame)
+                    self.size -= 1
             if not watched:
                 del self.waiting[m.stream]
+                self.due.pop((m.stream, False), None)
+                self.due.pop((m.stream, True), None)
         if len(self.spoke) < MAX_STREAMS:
             self.spoke.add((m.stream, m.to_server))
         if m.kind == "request" and m.expects_response and m.match is None:
@@ -503,8 +516,15 @@ class Unanswered:
         if m.protocol not in ANSWERS_IN_ORDER and w.key[:2] in LONG_POLLS:
             self._pending(w)  # later answers to others say nothing of it
         elif self.size < MAX_WAITING:
-            self.waiting.setdefault(m.stream, {})[(m.frame, m.number)] = w
+            watched = self.waiting.setdefault(m.stream, {})
+            watched[(m.frame, m.number)] = w
             self.size += 1
+            due = self.due.setdefault((m.stream, m.to_server), [])
+            heapq.heappush(due, (m.ts, self.watches, (m.frame, m.number)))
+            self.watches += 1
+            if len(due) > 2 * len(watched) + 64:  # mostly requests answered after all: only the watched stay
+                due[:] = [d for d in due if d[2] in watched]
+                heapq.heapify(due)
         else:  # too many to watch: counted as still waiting
             self._pending(w)
 
@@ -522,6 +542,7 @@ class Unanswered:
             for w in watched.values():
                 self._pending(w)
         self.waiting.clear()
+        self.due.clear()
         self.size = 0
         later = sorted(self.later.items(), key=lambda kv: -kv[1].requests.count)[:MAX_FINDINGS]
         at_end = sorted(((k, r) for k, r in self.at_end.items() if k[:2] not in LONG_POLLS and k[2]),
@@ -590,6 +611,8 @@ class Bursts:
                 return
             window = self.window[m.protocol] = deque()
         sec = math.floor(m.ts)
+        if window and sec < window[-1].second:
+            sec = window[-1].second  # a time that steps back counts in the latest second: the window stays in order
         if not window or window[-1].second != sec:
             window.append(_Second(sec))
         while window[0].second <= sec - BURST_WINDOW_S:

@@ -14,11 +14,14 @@ from support import CAPTURES, shared_captures, shared_path, sidecar_decode_as
 from kdissect.dissect.base import Options
 from kdissect.expert.analyzers.brokers import (
     BURST_ERRORS,
+    BURST_WINDOW_S,
     CHART_ERRORS,
     OTHER,
     STARTUP_METADATA,
     STORM_REQUESTS,
     Brokers,
+    Bursts,
+    Unanswered,
 )
 from kdissect.expert.catalogue import Finding
 from kdissect.expert.engine import Expert, Result
@@ -281,3 +284,80 @@ def test_hostile_trees_do_not_break_it() -> None:
     assert lead.count == 40 and lead.values["partitions"] == 0  # the top-level answer only: nothing to read per partition
     assert not of(result, "kafka.broker.throttled") and not of(result, "broker.slow_response")
     assert of(result, "broker.error_burst")[0].count == 41
+
+
+def test_times_that_step_back_keep_the_error_burst_window_short() -> None:
+    # A clock that steps back and forth: the window kept the out-of-order seconds and was summed
+    # again on every answer (quadratic); a second before the latest counts in the latest.
+    bursts = Bursts()
+    for i in range(2000):
+        bursts.add(message("response", i, 100.0 + (1000.0 if i % 2 else 0.0), info={"op": "Produce"}), None)
+        assert len(bursts.window["kafka"]) <= BURST_WINDOW_S
+
+
+def _scanned(events: list[Message]) -> dict[tuple[str, str, bool], tuple[list[int], list[int]]]:
+    """What Unanswered settles, as a scan of every watched request on each response finds it."""
+    waiting: dict[int, dict[tuple[int, int], Message]] = {}
+    later: dict[tuple[str, str, bool], tuple[list[int], list[int]]] = {}
+    for m in events:
+        if m.kind == "response" and m.peer is not None:
+            waiting.get(m.peer.stream, {}).pop((m.peer.frame, m.peer.number), None)
+        watched = waiting.get(m.stream, {}) if m.kind == "response" else {}
+        for key in [k for k, w in watched.items() if w.to_server != m.to_server and m.ts >= w.ts]:
+            w = watched.pop(key)
+            row = later.setdefault((w.protocol, w.info["op"], w.to_server), ([], []))
+            row[0].append(w.frame)
+            row[1].append(m.frame)
+        if m.kind == "request":
+            waiting.setdefault(m.stream, {})[(m.frame, m.number)] = m
+    return later
+
+
+def test_watched_requests_are_settled_as_a_scan_of_all_of_them_would() -> None:
+    # Requests of both directions, times out of order, some answered after all: each response
+    # settles exactly the watched requests of the other direction sent no later than it, in the
+    # order they were watched.
+    import random
+
+    rnd = random.Random(7)
+    events: list[Message] = []
+    requests: list[Message] = []
+    for frame in range(1, 1500):
+        stream = rnd.randrange(3)
+        ts = 100.0 + frame * 0.01 + rnd.choice([0.0, 0.0, 5.0, -5.0])
+        kind = rnd.choice(["request", "request", "response"])
+        m = message(kind, frame, ts, stream=stream, info={"op": rnd.choice(["Produce", "Metadata"])})
+        m.to_server = rnd.random() < 0.7 if kind == "request" else rnd.random() < 0.3
+        if kind == "response" and requests and rnd.random() < 0.2:
+            m.peer = requests.pop(rnd.randrange(len(requests)))  # answered after all
+        if kind == "request":
+            requests.append(m)
+        events.append(m)
+    unanswered = Unanswered()
+    for m in events:
+        unanswered.add(m)
+    want = _scanned(events)
+    assert unanswered.later.keys() == want.keys() and len(want) > 2
+    for k, (frames, followed) in want.items():
+        row = unanswered.later[k]  # (the evidence keeps the first frames)
+        assert row.requests.count == len(frames) and row.requests.frames == frames[: len(row.requests.frames)]
+        assert row.followed_by == followed[: len(row.followed_by)] and row.followed_by
+
+
+def test_requests_no_answer_can_reach_cost_nothing_per_response() -> None:
+    # 10,000 requests from the server that the client never answers, then 20,000 exchanges: each
+    # response looked at all 10,000 (0.5 ms a response); now only at those it may settle.
+    import time
+
+    msgs = [message("request", i, 100.0 + i * 1e-4, proto="rocketmq", info={"op": "CHECK_TRANSACTION_STATE"})
+            for i in range(1, 10_001)]
+    for m in msgs:
+        m.to_server = False
+    for i in range(20_000):
+        msgs += exchange("HEART_BEAT", 20_000 + 2 * i, 102.0 + i * 1e-4, 0.001, proto="rocketmq")
+    unanswered = Unanswered()
+    t0 = time.process_time()
+    for m in msgs:
+        unanswered.add(m)
+    assert time.process_time() - t0 < 3.0
+    assert unanswered.size == 10_000
