@@ -225,7 +225,6 @@ class KafkaDissector:
                                     f"{state.pending.limit} waiting for an answer: decoded as its "
                                     f"{msg.info['op']} v{known[1]} response, not linked to it", 4))
                 return
-        if req is None:
             req = self._in_order(msg, state, opts)
         if req is None:
             self._unmatched(msg, r, corr, opts, state)

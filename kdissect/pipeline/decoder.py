@@ -96,12 +96,10 @@ class Decoder:
         if conv.index in self.skipped:
             self.skipped.discard(conv.index)
             if conv.app is not None:
-                self._flush(conv.app, conv)  # what its last messages teach
-                conv.app.state.end()
+                self._finish(conv.app, conv)  # what its last messages teach
             return
         if conv.app is not None:
-            self._flush(conv.app, conv)
-            conv.app.state.end()
+            self._finish(conv.app, conv)
         self.output.stream_closed(conv.index)
         for observer in self.observers:
             observer.conversation_ended(conv)
@@ -150,7 +148,9 @@ class Decoder:
         app.messages += 1
         self.output.add(msg)
 
-    def _flush(self, app: Decoding, conv: Conversation[Decoding]) -> None:
+    def _finish(self, app: Decoding, conv: Conversation[Decoding]) -> None:
+        """The conversation's last bytes decoded, then its state ended (its pending requests
+        given back to the capture's pool)."""
         for side in (0, 1):
             events = conv.reasm[side].flush()
             if events and conv.tls is not None:
@@ -160,6 +160,7 @@ class Decoder:
         for side in (0, 1):
             for pdu in app.framers[side].flush():
                 self._dissect(app, conv, side, pdu)
+        app.state.end()
 
 
 def _starts_tls(events: list[Event]) -> bool:
