@@ -14,9 +14,9 @@ a failed or interrupted job removes it, so that OUT is either complete or untouc
 The plan reaches the tasks as data: a DataFrame with one row per unit (its pieces) in a
 partition of its own. Local captures are opened by the tasks themselves. Captures on other file
 systems are read through Spark's sources, so that the cluster's Hadoop configuration
-(credentials, endpoints) applies: a big one in the blocks of its text source (split.py), a
-small one, or a gzip one, by binaryFile (a big gzip one shared by flow hash and read once per
-share).
+(credentials, endpoints) applies: a big one in the blocks of its text source (split.py; a gzip
+one named .gz inflated by it, in one block), a small one by binaryFile (as is a big one that
+neither can read: shared by flow hash and read once per share).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import secrets
 import shutil
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kdissect.errors import KdissectError, UsageError
@@ -76,9 +76,10 @@ class Result:
 
 def make_plan(spark: Any, inputs: list[str] | tuple[str, ...], split: int | None = None,
               max_shares: int | None = None) -> Plan:
-    """A capture larger than the split size is read by parts when its format allows
-    (split.py): by byte ranges when it is local, else in the blocks of Spark's file source;
-    otherwise (gzip) by flow-hash shares, each reading the whole file."""
+    """A capture larger than the split size is read by parts (split.py): by byte ranges when
+    it is local, else in the blocks of Spark's file source; streamed, as one part, when it
+    cannot be cut (gzip); otherwise (on another file system, neither cut nor inflated by the
+    file source) by flow-hash shares, each reading the whole file."""
     files = hadoop_files(spark, inputs)
     parallelism = spark.sparkContext.defaultParallelism
     size = split_size(sum(s for _, s in files), parallelism, split)
@@ -141,7 +142,7 @@ def decoded(spark: Any, p: Plan, cfg: Config, spark_io: bool = False, counters: 
     frames = []
     units = list(p.units)
     if p.ranged:
-        ranged = decode_ranges(spark, [replace(c, blocks=True) if spark_io else c for c in p.ranged], cfg, counters)
+        ranged = decode_ranges(spark, [c.through_spark() if spark_io else c for c in p.ranged], cfg, counters)
         p.ranges_read = ranged.bytes_read
         p.cached += ranged.held
         frames.append(ranged.frame)

@@ -6,12 +6,15 @@
    its first record started, where the next range's must start, how many frames it held.
    A capture on another file system is read instead in the blocks of Spark's text source
    (`block_lines`): a block's task reads the records it holds whole, and its span row carries
-   the bytes before and after them.
+   the bytes before and after them. A capture that cannot be cut (gzip, or a pcapng that
+   declares an interface after its head) is one part, read from start to end by one task
+   (`streamed`): opened where it is when local, else, when gzip, through the text source,
+   which inflates it by its name (`.gz`) in one split.
 2. The driver checks that the ranges of each capture agree (`stitch`), or puts the records cut
    between blocks together (`join`: they join the shuffle), and turns range frame numbers into
    the capture's. A capture whose parts disagree (a record boundary found in the wrong place, a
-   pcapng interface declared late, blocks short of the file's size) is decoded whole by one
-   task instead.
+   pcapng interface declared late, blocks short of the file's size, a gzip stream whose length
+   is not the one its trailer gives) is decoded whole by one task instead.
 3. A shuffle groups each conversation's packets in frame order. A first pass over the groups
    runs only the TCP tracker and the quiet decoding of protocols that learn across
    conversations: it reports where each conversation starts (the capture's stream numbers are
@@ -29,15 +32,16 @@ from __future__ import annotations
 
 import bisect
 import functools
+import io
 import itertools
 import operator
 import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kdissect.capture.l2l4 import decode
-from kdissect.capture.pcapfile import RawFrame
+from kdissect.capture.pcapfile import GZIP_MAGIC, CaptureFile, RawFrame
 from kdissect.capture.ranges import HEAD, Block, Layout, RangeReader, Span, join, layout, read_block, stitch
 from kdissect.dissect.base import CaptureState, Lessons
 from kdissect.model import Message
@@ -75,16 +79,30 @@ FIRST_LOOK = 4096  # bytes the driver reads of a capture's head first (all of HE
 
 @dataclass(frozen=True, slots=True)
 class Capture:
-    """A capture read by ranges: its path, size and layout, its ranges [start, end), and the
+    """A capture read by parts: its path, size and layout, its ranges [start, end), and the
     bytes the driver read to learn its layout. `blocks`: read through Spark's file source, in
-    the blocks it cuts (about the ranges), rather than by tasks that open the path."""
+    the blocks it cuts (about the ranges), rather than by tasks that open the path. A capture
+    without a layout is streamed: one part, the whole file, read by one task; `isize`: the
+    length its gzip trailer gives (modulo 2**32), which checks the file source's reading."""
 
     path: str
     size: int
-    layout: Layout
+    layout: Layout | None
     ranges: tuple[tuple[int, int], ...]
     head_read: int
     blocks: bool = False
+    isize: int | None = None
+
+    @property
+    def streamed(self) -> bool:
+        return self.layout is None
+
+    def through_spark(self) -> Capture:
+        """The capture read through Spark's file source, when its parts can be (a local capture
+        streamed from a file that Spark does not inflate cannot: it stays as it is)."""
+        if self.blocks or (self.streamed and (self.isize is None or not self.path.endswith(".gz"))):
+            return self
+        return replace(self, blocks=True)
 
 
 Head = Callable[[int, int], bytes]  # (offset, n) -> n bytes of a file from offset (fewer at its end)
@@ -99,24 +117,34 @@ def local_head(path: str) -> Head:
 
 
 def capture(path: str, size: int, split: int, head: Head | None = None, blocks: bool = False) -> Capture | None:
-    """The capture at `path` cut into ranges of about `split` bytes (at least MIN_RANGE), or
-    None when it cannot be read by ranges (gzip; a pcapng whose interfaces are not all
-    declared at its head) or would be one range. head: how to read its head (a local file's
-    by default)."""
+    """The capture at `path` cut into ranges of about `split` bytes (at least MIN_RANGE); a
+    capture of more than one range that ranges cannot cut (gzip; a pcapng whose interfaces are
+    not all declared at its head) streamed, when the task can read it from start to end (a
+    local file; through the file source, a gzip one named .gz); else None. head: how to read
+    its head (a local file's by default)."""
     read = head if head is not None else local_head(path)
     head_bytes = read(0, FIRST_LOOK)
     lay = layout(head_bytes)
-    if lay is None and len(head_bytes) == FIRST_LOOK:
+    if lay is None and len(head_bytes) == FIRST_LOOK and not head_bytes.startswith(GZIP_MAGIC):
         head_bytes += read(FIRST_LOOK, HEAD - FIRST_LOOK)
         lay = layout(head_bytes)
-    if lay is None:
-        return None
-    start = lay.data_start
+    start = lay.data_start if lay is not None else 0
     n = -(-(size - start) // max(MIN_RANGE, split))
     if n < 2:
         return None
+    if lay is None:
+        return _streamed(path, size, read, head_bytes, blocks)
     cuts = [start + (size - start) * k // n for k in range(n + 1)]
     return Capture(path, size, lay, tuple(zip(cuts, cuts[1:], strict=False)), len(head_bytes), blocks)
+
+
+def _streamed(path: str, size: int, read: Head, head_bytes: bytes, blocks: bool) -> Capture | None:
+    gz = head_bytes.startswith(GZIP_MAGIC)
+    if blocks and not (gz and path.endswith(".gz")):
+        return None
+    trailer = read(size - 4, 4) if gz else b""
+    return Capture(path, size, None, ((0, size),), len(head_bytes) + len(trailer), blocks,
+                   int.from_bytes(trailer, "little") if gz else None)
 
 
 # -- 1. the ranges ------------------------------------------------------------------------
@@ -133,23 +161,58 @@ def work(captures: Sequence[Capture]) -> list[tuple[Any, ...]]:
 
 
 def read_ranges(counters: Counters | None) -> Any:
-    """Step 1's task: work rows in; each range's packet rows and one span row out."""
+    """Step 1's task: work rows in; each range's packet rows and one span row out (a streamed
+    capture: the whole file's)."""
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         for b in batches:
             for row in b.to_pylist():
-                with open(row["path"], "rb") as f:
-                    reader = RangeReader(f, pickle.loads(row["layout"]), row["start"], row["end"], row["size"])
-                    yield from _packet_batches(row["file"], row["part"], reader, functools.partial(_range_span, reader))
+                lay = pickle.loads(row["layout"])
+                if lay is None:
+                    with CaptureFile(row["path"]) as cap:
+                        yield from _streamed_batches(row["file"], row["part"], cap, None)
+                else:
+                    with open(row["path"], "rb") as f:
+                        reader = RangeReader(f, lay, row["start"], row["end"], row["size"])
+                        yield from _packet_batches(row["file"], row["part"], reader,
+                                                   functools.partial(_range_span, reader))
                 if counters is not None:  # the ranges and the head before the first add up to the size
                     counters.decoded.add(row["end"] - (row["start"] if row["part"] else 0))
     return task
+
+
+def _streamed_batches(file: int, part: int, cap: CaptureFile, joined: Joined | None) -> Iterator[Any]:
+    """The rows of a streamed capture: its packets, then its span row, which says the whole
+    file was read (late: it was not, or not as it is: read it whole instead)."""
+    def span() -> tuple[Any, ...]:
+        complete = joined.complete() if joined is not None else True
+        read = joined.size if joined is not None else cap.position()
+        return _span_values(Span(0, read, counted.frames, read, not complete), None, None)
+
+    counted = _Counted(cap)
+    return _packet_batches(file, part, counted, span)
+
+
+class _Counted:
+    """Frames, counted as they pass."""
+
+    def __init__(self, frames: Iterable[RawFrame]) -> None:
+        self._frames = frames
+        self.frames = 0
+
+    def __iter__(self) -> Iterator[RawFrame]:
+        for frame in self._frames:
+            self.frames += 1
+            yield frame
 
 
 # A capture read in blocks: Spark's text source with a newline as line end, each line's exact
 # bytes (cast to binary) with the start of the file split it was read from. A split holds the
 # lines that start in it, so its lines, each with its newline back, are one piece of the file
 # (plus a newline the file may not end with), and the pieces of the splits, in order, are the
-# whole file: each byte is read once, through whatever file system Spark reads.
+# whole file: each byte is read once, through whatever file system Spark reads. A file the
+# source cannot read to its end (a gzip stream cut short or damaged) gives the lines read
+# before the error, which then do not add up to the file: it is read whole instead, by the
+# capture reader, which decodes up to the damage.
 LINE_SEPARATOR = "\n"
 MAX_LINE = 64 * 1024 * 1024  # longer lines (bytes without a newline) are skipped: the file is then read whole
 KEEP = 16 * 1024 * 1024  # the most bytes a block keeps before its first record (for the driver)
@@ -160,24 +223,93 @@ def block_lines(spark: Any, file: int, path: str) -> Any:
     from pyspark.sql import functions as F
 
     return (spark.read.option("lineSep", LINE_SEPARATOR)
-            .option("mapreduce.input.linerecordreader.line.maxlength", str(MAX_LINE)).text(path)
+            .option("mapreduce.input.linerecordreader.line.maxlength", str(MAX_LINE))
+            .option("ignoreCorruptFiles", "true").text(path)
             .select(F.lit(file).alias("file"), F.col("_metadata.file_block_start").alias("start"),
                     F.col("value").cast("binary").alias("line")))
 
 
-def read_blocks(layouts: dict[int, Layout], counters: Counters | None) -> Any:
+def read_blocks(captures: dict[int, Capture], counters: Counters | None) -> Any:
     """Step 1's task for captures read in blocks: lines in (block_lines); each block's packet rows
-    and one span row out."""
+    and one span row out (a streamed capture: its one block, the whole file, inflated)."""
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         for (file, start), rows in itertools.groupby(_lines(batches), key=operator.itemgetter(0, 1)):
+            c = captures[file]
+            if c.layout is None:
+                joined = Joined((line for _, _, line in rows), c.isize, c.size)
+                cap = CaptureFile(c.path, stream=io.BufferedReader(joined, io.DEFAULT_BUFFER_SIZE))
+                yield from _streamed_batches(file, start, cap, joined)
+                if counters is not None:
+                    counters.decoded.add(c.size)
+                continue
             data = b"\n".join([*(line for _, _, line in rows), b""])  # each line with its newline back
-            frames, block = read_block(data, layouts[file], start == 0, KEEP)
+            frames, block = read_block(data, c.layout, start == 0, KEEP)
             del data
             yield from _packet_batches(file, start, frames,
                                        functools.partial(_span_values, block.span, block.head, block.tail))
             if counters is not None:
                 counters.decoded.add(block.span.bytes_read)
     return task
+
+
+class Joined(io.RawIOBase):
+    """A file's bytes from its lines as the text source gives them, each without its newline:
+    the newlines put back. Lines cannot say whether the file ends with a newline; the length its
+    gzip trailer gives (`isize`, modulo 2**32) does, and says whether the lines were all there
+    (the text source skips a line longer than MAX_LINE): `complete()`, once the lines are read
+    to their end. `size`: the bytes the file source read for them (the compressed file)."""
+
+    def __init__(self, lines: Iterator[bytes], isize: int | None, size: int) -> None:
+        super().__init__()
+        self._lines = lines
+        self._isize = isize
+        self.size = size
+        self._total = 0  # the length of the pieces so far
+        self._started = False
+        self._buf = b""
+        self._at = 0
+        self._ended = False
+        self._whole = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        view = memoryview(b).cast("B")
+        n = 0
+        while n < len(view):
+            if self._at >= len(self._buf) and not self._next():
+                break
+            k = min(len(view) - n, len(self._buf) - self._at)
+            view[n:n + k] = self._buf[self._at:self._at + k]
+            self._at += k
+            n += k
+        return n
+
+    def _next(self) -> bool:
+        """The next piece of the file in _buf; False at its end."""
+        self._buf, self._at = b"", 0
+        if self._ended:
+            return False
+        line = next(self._lines, None)
+        if line is None:
+            self._ended = True
+            last = self._isize is not None and (self._total + 1) % 2**32 == self._isize
+            self._whole = last or self._isize is None or self._total % 2**32 == self._isize
+            if not last:
+                return False
+            line = b""  # the file's last newline
+        self._buf = b"\n" + line if self._started else line
+        self._started = True
+        self._total += len(self._buf)
+        return True
+
+    def complete(self) -> bool:
+        """Whether the bytes given are the file's, all of them (the rest of the lines is read
+        first: a reader may stop before the end)."""
+        while self._next():
+            pass
+        return self._whole
 
 
 def _lines(batches: Iterator[Any]) -> Iterator[tuple[int, int, bytes]]:
@@ -260,7 +392,8 @@ def check(captures: Sequence[Capture], spans: list[Any]) -> Checked:
     out = Checked({}, [], {}, read, [])
     for file, c in enumerate(captures):
         got = by_file.get(file, {})
-        found = _joined(file, c, got, out.joined) if c.blocks else _stitched(c, got)
+        found = _one_part(got) if c.layout is None else \
+            _joined(file, c, c.layout, got, out.joined) if c.blocks else _stitched(c, c.layout, got)
         if found is None:
             out.whole.append(file)
             continue
@@ -273,17 +406,24 @@ def check(captures: Sequence[Capture], spans: list[Any]) -> Checked:
 Found = tuple[dict[int, int | None], int]  # the offsets of a capture's parts; the frames between them
 
 
-def _stitched(c: Capture, got: dict[int, Block]) -> Found | None:
+def _one_part(got: dict[int, Block]) -> Found | None:
+    """A streamed capture: its one part, read whole."""
+    if list(got) != [0] or got[0].span.late:
+        return None
+    return {0: 0}, 0
+
+
+def _stitched(c: Capture, lay: Layout, got: dict[int, Block]) -> Found | None:
     if len(got) != len(c.ranges):
         return None
-    offsets = stitch(c.layout, [(a, b, got[k].span) for k, (a, b) in enumerate(c.ranges)])
+    offsets = stitch(lay, [(a, b, got[k].span) for k, (a, b) in enumerate(c.ranges)])
     return None if offsets is None else (dict(enumerate(offsets)), 0)
 
 
-def _joined(file: int, c: Capture, got: dict[int, Block], rows: list[tuple[Any, ...]]) -> Found | None:
+def _joined(file: int, c: Capture, lay: Layout, got: dict[int, Block], rows: list[tuple[Any, ...]]) -> Found | None:
     """The packets of the records put together between blocks go to rows."""
     starts = sorted(got)
-    joined = join(c.layout, c.size, [got[k] for k in starts])
+    joined = join(lay, c.size, [got[k] for k in starts])
     if joined is None:
         return None
     for frame in joined.frames:
@@ -460,10 +600,10 @@ def _parts(spark: Any, captures: Sequence[Capture], counters: Counters | None) -
         frames.append(plan.mapInArrow(read_ranges(counters), ddl(PACKET_COLUMNS)))
     blocks = {file: c for file, c in enumerate(captures) if c.blocks}
     if blocks:
-        split = max(b - a for c in blocks.values() for a, b in c.ranges)
-        spark.conf.set("spark.sql.files.maxPartitionBytes", str(split))
+        cut = [b - a for c in blocks.values() if not c.streamed for a, b in c.ranges]
+        if cut:  # (a streamed capture is one split whatever this says: gzip cannot be entered mid-way)
+            spark.conf.set("spark.sql.files.maxPartitionBytes", str(max(cut)))
         lines = functools.reduce(lambda x, y: x.unionByName(y),
                                  (block_lines(spark, file, c.path) for file, c in blocks.items()))
-        layouts = {file: c.layout for file, c in blocks.items()}
-        frames.append(lines.mapInArrow(read_blocks(layouts, counters), ddl(PACKET_COLUMNS)))
+        frames.append(lines.mapInArrow(read_blocks(blocks, counters), ddl(PACKET_COLUMNS)))
     return functools.reduce(lambda x, y: x.unionByName(y), frames)

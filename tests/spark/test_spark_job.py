@@ -5,6 +5,7 @@ source, SQL, and the command. One SparkSession for the module."""
 from __future__ import annotations
 
 import glob
+import gzip
 import json
 import os
 import subprocess
@@ -137,6 +138,38 @@ def test_tables_equal_single_process_when_captures_are_read_by_parts(spark: Any,
     assert size <= p.ranges_read  # the tasks' own count of what they read
     if spark_io:  # the files once, a newline each at most, and the heads the driver read
         assert p.ranges_read <= size + len(p.ranged) + sum(c.head_read for c in p.ranged)
+
+
+@pytest.mark.parametrize("spark_io", [False, True], ids=["local", "text-source"])
+def test_gzip_captures_are_read_once_and_decoded_by_conversation(spark: Any, tmp_path: Path, spark_io: bool,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big gzip capture is read from start to end by one task (through Spark's text source,
+    which inflates it, when spark_io), and its conversations are decoded by the shuffle's
+    groups: the tables equal the single process's, and each file is read once. One that is
+    cut short is read to the cut, by the text source too, and then read whole."""
+    src = tmp_path / "in"
+    src.mkdir()
+    for name in ("kafka/expert_consumer_lag", "kafka/expert_kip848_rebalance", "tls/kafka_tls13_aes128gcm"):
+        (src / f"{Path(name).name}.pcap.gz").write_bytes(gzip.compress((PROJECT / f"{name}.pcap").read_bytes()))
+    blob = gzip.compress((PROJECT / "kafka" / "expert_healthy.pcap").read_bytes())
+    (src / "cut.pcap.gz").write_bytes(blob[:len(blob) * 2 // 3])
+    p = job.make_plan(spark, [str(src)], split=8 * 1024)
+    assert len(p.ranged) == 4 and all(c.streamed for c in p.ranged)
+    whole: list[Any] = []
+
+    def decode_ranges(*args: Any, **kwargs: Any) -> Any:
+        out = decode_ranges_(*args, **kwargs)
+        whole.extend(out.whole)
+        return out
+    decode_ranges_ = job.decode_ranges
+    monkeypatch.setattr(job, "decode_ranges", decode_ranges)
+    result = job.run(spark, p, str(tmp_path / "out"), Config(), spark_io=spark_io)
+    assert [Path(c.path).name for c in whole] == (["cut.pcap.gz"] if spark_io else [])
+    want = expected([f for f, _ in p.files])
+    assert result.counts == {k: len(v) for k, v in want.items()}
+    assert written(spark, tmp_path / "out") == want
+    size = sum(c.size for c in p.ranged)
+    assert size <= p.ranges_read <= size + sum(c.head_read for c in p.ranged)
 
 
 def test_the_driver_reads_heads_through_hadoop(spark: Any) -> None:

@@ -5,6 +5,7 @@ learned on other connections, every value."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import pickle
 from pathlib import Path
@@ -42,10 +43,21 @@ def split_messages(path: str, size: int, cfg: Config, partitions: int = 3,
                    blocks: bool = False) -> tuple[list[str], split.Checked]:
     c = split.capture(path, os.path.getsize(path), size, blocks=blocks)
     assert c is not None, f"{path} cannot be split"
-    caps = [c]
-    rows = pa.Table.from_batches(_step1(c, size)).to_pylist()
-    checked = split.check(caps, [tuple(r[k] for k in split.SPAN_COLUMNS) for r in rows if r["key"] is None])
+    rows, checked = step2(c, _step1(c, size))
     assert not checked.whole, f"{path}: the parts disagree"
+    return parts_messages(c, rows, checked, cfg, partitions)
+
+
+def step2(c: split.Capture, batches: list[Any]) -> tuple[list[dict[str, Any]], split.Checked]:
+    """Step 1's rows, and the driver's check of them."""
+    rows = pa.Table.from_batches(batches).to_pylist()
+    return rows, split.check([c], [tuple(r[k] for k in split.SPAN_COLUMNS) for r in rows if r["key"] is None])
+
+
+def parts_messages(c: split.Capture, rows: list[dict[str, Any]], checked: split.Checked, cfg: Config,
+                   partitions: int = 3) -> tuple[list[str], split.Checked]:
+    """Step 3 for step 1's rows: the shuffle, both passes over the groups."""
+    path = c.path
     offsets = checked.offsets[0]
     packets = [{"file": r["file"], "key": r["key"], "frame": r["number"] + offsets[r["part"]], "ts": r["ts"],
                 "linktype": r["linktype"], "data": r["data"], "wirelen": r["wirelen"]}
@@ -72,12 +84,18 @@ def _step1(c: split.Capture, size: int) -> list[Any]:
                                            for r in split.work([c])])
         return list(split.read_ranges(None)(iter([work])))
     blob = Path(c.path).read_bytes()
-    lines = [(0, start, line) for start, got in line_splits(blob, [*range(0, len(blob), size), len(blob)])
-             for line in got]
+    if c.streamed:  # the text source inflates a .gz file, and cannot cut it
+        blob = gzip.decompress(blob)
+    cuts = [0, len(blob)] if c.streamed else [*range(0, len(blob), size), len(blob)]
+    return read_lines(c, [(0, start, line) for start, got in line_splits(blob, cuts) for line in got])
+
+
+def read_lines(c: split.Capture, lines: list[tuple[int, int, bytes]]) -> list[Any]:
+    """Step 1 of a capture read in blocks, from the text source's lines (file, split start, line)."""
     schema = pa.schema([("file", pa.int32()), ("start", pa.int64()), ("line", pa.binary())])
     batches = [pa.RecordBatch.from_pylist([dict(zip(("file", "start", "line"), r, strict=True)) for r in lines[i:i + 5]],
                                           schema=schema) for i in range(0, len(lines), 5)]
-    return list(split.read_blocks({0: c.layout}, None)(iter(batches)))
+    return list(split.read_blocks({0: c}, None)(iter(batches)))
 
 
 def _canon(m: Any) -> str:
@@ -130,6 +148,55 @@ def test_shared_captures_decode_as_the_single_process(blocks: bool) -> None:
         cfg = config(path)
         got, _ = split_messages(path, split.MIN_RANGE, cfg, blocks=blocks)
         assert got == single(path, cfg), path
+
+
+STREAMED = [str(CAPTURES / "kafka" / "mock_ck_transactions.pcap"), str(CAPTURES / "pulsar" / "gen__pulsar_codecs_batches.pcap"),
+            str(CAPTURES / "tls" / "kafka_tls12_aes128gcm.pcap")]
+
+
+@pytest.mark.parametrize("blocks", [False, True], ids=["local", "text-source"])
+@pytest.mark.parametrize("path", STREAMED, ids=[Path(p).name for p in STREAMED])
+def test_a_gzip_capture_is_read_once_and_decoded_by_conversation(path: str, blocks: bool, tmp_path: Path) -> None:
+    """A gzip capture cannot be cut: one task reads it from start to end (opened where it is,
+    or through the text source, which inflates it), and its conversations are decoded as the
+    single process decodes them."""
+    gz = tmp_path / (Path(path).name + ".gz")
+    gz.write_bytes(gzip.compress(Path(path).read_bytes()))
+    size = gz.stat().st_size
+    cfg = config(path)
+    c = split.capture(str(gz), size, split.MIN_RANGE, blocks=blocks)
+    assert c is not None and c.streamed and c.ranges == ((0, size),)
+    rows, checked = step2(c, _step1(c, split.MIN_RANGE))
+    assert not checked.whole
+    got, _ = parts_messages(c, rows, checked, cfg)
+    assert got == single(str(gz), cfg) and len(got) > 10
+    assert checked.bytes_read == size + c.head_read  # the file once, and what the driver read of it
+    assert c.head_read == 4096 + 4 and c.isize == os.path.getsize(path)  # (the head, the gzip trailer)
+
+
+def test_a_gzip_stream_whose_length_disagrees_with_its_trailer_is_read_whole(tmp_path: Path) -> None:
+    """The text source skips a line longer than it takes: the gzip trailer's length shows it."""
+    path = str(CAPTURES / "kafka" / "mock_ck_transactions.pcap")
+    gz = tmp_path / "t.pcap.gz"
+    gz.write_bytes(gzip.compress(Path(path).read_bytes()))
+    c = split.capture(str(gz), gz.stat().st_size, split.MIN_RANGE, blocks=True)
+    assert c is not None and c.isize == os.path.getsize(path)
+    lines = [(0, 0, line) for line in line_splits(Path(path).read_bytes(), [0, os.path.getsize(path)])[0][1]]
+    assert not step2(c, read_lines(c, lines))[1].whole
+    longest = max(range(len(lines)), key=lambda k: len(lines[k][2]))
+    assert step2(c, read_lines(c, lines[:longest] + lines[longest + 1:]))[1].whole == [0]
+
+
+def test_a_capture_on_another_file_system_is_streamed_only_when_the_text_source_can_inflate_it(tmp_path: Path) -> None:
+    path = CAPTURES / "kafka" / "mock_ck_transactions.pcap"
+    blob = gzip.compress(path.read_bytes())
+    for name, streamed in (("a.pcap.gz", True), ("a.pcap", False)):
+        (tmp_path / name).write_bytes(blob)
+        c = split.capture(str(tmp_path / name), len(blob), split.MIN_RANGE, blocks=True)
+        assert (c is not None) == streamed
+        local = split.capture(str(tmp_path / name), len(blob), split.MIN_RANGE)
+        assert local is not None and local.streamed and local.through_spark().blocks == streamed
+        assert local.isize == path.stat().st_size
 
 
 def test_topic_ids_are_taught_across_groups(monkeypatch: pytest.MonkeyPatch) -> None:
