@@ -2,10 +2,13 @@
 
 The driver lists the inputs (sizes only: of the captures it reads only the heads of big ones)
 and plans units of work: small captures packed together, big ones read by parts (split.py).
-Each task decodes its unit and returns combined rows (a message, its records, its transaction) as
-Arrow batches; the result is kept on the executors' disks (DISK_ONLY: memory-bound caching of
-wide nested rows runs the JVM out of heap on big inputs) and written as the `messages`,
-`transactions` and `records` tables, partitioned by protocol and date.
+Each task decodes its unit into combined rows (a message, its records, its transaction) as
+Arrow batches. When every task can write the output directory (a local one) and the format is
+Parquet, the tasks write the `messages`, `transactions` and `records` tables themselves,
+partitioned by protocol and date as Spark would (tablefiles.py), and return their row counts.
+Otherwise they return the batches, which are kept on the executors' disks (DISK_ONLY:
+memory-bound caching of wide nested rows runs the JVM out of heap on big inputs) and written by
+Spark.
 
 The tables are written into a new sibling of the output directory, `OUT.kdissect-tmp-<random>`,
 which becomes OUT only once all three are written (an OUT there before is replaced only then);
@@ -26,17 +29,18 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kdissect.errors import KdissectError, UsageError
 from kdissect.spark.inputs import FileList, driver_path, hadoop_files, hadoop_head
 from kdissect.spark.progress import Counters, Progress
-from kdissect.spark.schema import PARTITION_COLUMNS, RECORD_MESSAGE_COLUMNS, combined_columns
+from kdissect.spark.schema import PARTITION_COLUMNS, RECORD_MESSAGE_COLUMNS, combined_columns, layer_ddl
 from kdissect.spark.session import cancel_on_interrupt, hadoop_errors
 from kdissect.spark.split import Capture, capture, decode_ranges
 from kdissect.spark.sqltypes import ddl
+from kdissect.spark.tablefiles import Writing
 from kdissect.spark.units import Piece, Unit, plan, split_size
 from kdissect.spark.worker import Config, combined, local_path
 
@@ -134,24 +138,30 @@ def _plain(uri: str) -> str:
     return uri[5:] if uri.startswith("file:/") else uri
 
 
-def decoded(spark: Any, p: Plan, cfg: Config, spark_io: bool = False, counters: Counters | None = None) -> Any:
+def decoded(spark: Any, p: Plan, cfg: Config, spark_io: bool = False, counters: Counters | None = None,
+            writing: Writing | None = None) -> Any:
     """The combined DataFrame of a plan (lazy). spark_io: read even local captures through
     Spark's binaryFile source (what happens to captures on other file systems); counters:
-    what the tasks add their bytes and messages to."""
-    schema = ddl(combined_columns())
+    what the tasks add their bytes and messages to; writing: the tasks write the tables
+    themselves, and the DataFrame holds what they counted (tablefiles.COUNT_COLUMNS)."""
+    schema = ddl(combined_columns()) if writing is None else writing.ddl
+
+    def task(t: Any, tag: str) -> Any:
+        return t if writing is None else writing.wrap(t, tag)
     frames = []
     units = list(p.units)
     if p.ranged:
-        ranged = decode_ranges(spark, [c.through_spark() if spark_io else c for c in p.ranged], cfg, counters)
+        ranged = decode_ranges(spark, [c.through_spark() if spark_io else c for c in p.ranged], cfg, counters,
+                               writing)
         p.ranges_read = ranged.bytes_read
         p.cached += ranged.held
         frames.append(ranged.frame)
         units += [(Piece(c.path, c.size),) for c in ranged.whole]
     if units and not spark_io and all(local_path(piece.path) is not None for u in units for piece in u):
         work = spark.createDataFrame(spark.sparkContext.parallelize(_unit_rows(units), len(units)), UNIT_DDL)
-        frames.append(work.mapInArrow(_local_task(cfg, counters), schema))
+        frames.append(work.mapInArrow(task(_local_task(cfg, counters), "unit"), schema))
     elif units:
-        frames.append(_binary_input(spark, units).mapInArrow(_content_task(cfg, counters), schema))
+        frames.append(_binary_input(spark, units).mapInArrow(task(_content_task(cfg, counters), "read"), schema))
     df = frames[0]
     for more in frames[1:]:
         df = df.unionByName(more)
@@ -194,29 +204,45 @@ def run(spark: Any, p: Plan, out: str, cfg: Config, fmt: str = "parquet", overwr
     `out` that is not an empty directory is an error unless `overwrite`. The tables are also
     the session's temporary views."""
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
     counters = progress.counters if progress is not None else None
     with staged(spark, out, overwrite) as tmp, cancel_on_interrupt(spark) as check:
-        df = decoded(spark, p, cfg, spark_io, counters).persist(StorageLevel.DISK_ONLY)
-        frames = tables(df)
-        for name in TABLES:
-            check()
-            if progress is not None:
-                progress.phase = f"writing {name}"
-            frames[name].write.partitionBy(*PARTITION_COLUMNS).format(fmt).save(f"{tmp}/{name}")
-        check()
-        if progress is not None:
-            progress.phase = "counting"
-        row = df.agg(F.count(F.lit(1)).alias("messages"), F.count("_transaction").alias("transactions"),
-                     F.sum(F.size("_records")).alias("records")).first()
-    counts = {name: int(row[name] or 0) for name in TABLES}
+        local = driver_path(tmp, spark.sparkContext.master) if fmt == "parquet" else None
+        if local is not None:  # the tasks write the tables as they decode
+            counts = dict.fromkeys(TABLES, 0)
+            for table, n in decoded(spark, p, cfg, spark_io, counters, Writing(local)).collect():
+                counts[table] += n
+            for name in TABLES:
+                os.makedirs(f"{local}/{name}", exist_ok=True)
+                open(f"{local}/{name}/_SUCCESS", "wb").close()
+        else:
+            df = decoded(spark, p, cfg, spark_io, counters).persist(StorageLevel.DISK_ONLY)
+            counts = _write(df, tmp, fmt, check, progress)
     for held in p.cached:  # the combined rows are cached themselves
         held.unpersist()
     p.cached.clear()
+    frames = {name: spark.read.schema(layer_ddl(name)).format(fmt).load(f"{out}/{name}") for name in TABLES}
     for name, frame in frames.items():
         frame.createOrReplaceTempView(name)
     return Result(p, counts, frames)
+
+
+def _write(df: Any, tmp: str, fmt: str, check: Callable[[], None], progress: Progress | None) -> dict[str, int]:
+    """The three tables of the combined rows, written by Spark; their row counts."""
+    from pyspark.sql import functions as F
+
+    frames = tables(df)
+    for name in TABLES:
+        check()
+        if progress is not None:
+            progress.phase = f"writing {name}"
+        frames[name].write.partitionBy(*PARTITION_COLUMNS).format(fmt).save(f"{tmp}/{name}")
+    check()
+    if progress is not None:
+        progress.phase = "counting"
+    row = df.agg(F.count(F.lit(1)).alias("messages"), F.count("_transaction").alias("transactions"),
+                 F.sum(F.size("_records")).alias("records")).first()
+    return {name: int(row[name] or 0) for name in TABLES}
 
 
 # -- the output directory -----------------------------------------------------------------

@@ -50,6 +50,7 @@ from kdissect.spark.progress import Counters
 from kdissect.spark.rows import combined_row
 from kdissect.spark.schema import combined_columns
 from kdissect.spark.sqltypes import Columns, arrow_schema, ddl
+from kdissect.spark.tablefiles import Writing
 from kdissect.spark.units import conversation_key
 from kdissect.spark.worker import Config, compiled_filter
 
@@ -562,9 +563,11 @@ class Ranged:
     held: list[Any]
 
 
-def decode_ranges(spark: Any, captures: Sequence[Capture], cfg: Config, counters: Counters | None = None) -> Ranged:
+def decode_ranges(spark: Any, captures: Sequence[Capture], cfg: Config, counters: Counters | None = None,
+                  writing: Writing | None = None) -> Ranged:
     """Steps 1 and 2 run here (two small results reach the driver); step 3's second pass is
-    the returned DataFrame."""
+    the returned DataFrame (writing: its tasks write the tables themselves, and it holds what
+    they counted)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -587,7 +590,9 @@ def decode_ranges(spark: Any, captures: Sequence[Capture], cfg: Config, counters
     learned = grouped.mapInArrow(learn_groups(cfg, checked.frames), ddl(LEARNED_COLUMNS)).collect()
     packets.unpersist()
     t = sc.broadcast(taught([tuple(r) for r in learned], checked.frames))
-    frame = grouped.mapInArrow(decode_groups(cfg, [c.path for c in captures], t, counters), ddl(combined_columns()))
+    groups = decode_groups(cfg, [c.path for c in captures], t, counters)
+    frame = grouped.mapInArrow(groups, ddl(combined_columns())) if writing is None else \
+        grouped.mapInArrow(writing.wrap(groups, "groups"), writing.ddl)
     return Ranged(frame, [captures[i] for i in checked.whole], checked.bytes_read, [grouped])
 
 
