@@ -23,6 +23,9 @@ from kdissect.kafka.schema_types import FieldRow
 from kdissect.model import ARRAY, Field
 
 MAX_IDS = 100_000
+# Kafka refuses a topic name longer than this (Topic.MAX_NAME_LENGTH): a longer one is not
+# learned, so that what the table holds stays bounded however long the names a capture carries.
+MAX_NAME = 249
 NO_ID = "00000000-0000-0000-0000-000000000000"  # Uuid.ZERO_UUID: no id
 ID = "topic_id"
 NAMES = ("name", "topic", "topic_name")  # a topic's name beside its id, by struct
@@ -32,9 +35,10 @@ Path = tuple[str, ...]
 
 class TopicIds:
     """Topic id → name, the most recent MAX_IDS ids learned (the oldest learned is forgotten
-    first; learning an id again makes it the newest). It Teaches (dissect/base.py): `first`
-    holds the frame at which each id was first learned (the first MAX_IDS ids), `taught` what
-    the capture's other conversations learned, and `now` is the frame being decoded."""
+    first; learning an id again makes it the newest), each name at most MAX_NAME characters. It
+    Teaches (dissect/base.py): `first` holds the frame at which each id was first learned (the
+    first MAX_IDS ids), `taught` what the capture's other conversations learned, and `now` is the
+    frame being decoded."""
 
     __slots__ = ("names", "first", "taught", "now")
 
@@ -45,7 +49,7 @@ class TopicIds:
         self.now = 0
 
     def learn(self, topic_id: str, name: str) -> None:
-        if topic_id == NO_ID or not name:
+        if not learnable(topic_id, name):
             return
         names = self.names
         names.pop(topic_id, None)
@@ -70,6 +74,11 @@ class TopicIds:
 
     def seed(self, lessons: dict[Hashable, tuple[int, Any]]) -> None:
         self.taught = lessons
+
+
+def learnable(topic_id: str, name: str) -> bool:
+    """Whether an id and the name beside it teach anything: a real id, a name Kafka accepts."""
+    return topic_id != NO_ID and 0 < len(name) <= MAX_NAME
 
 
 def _paths(rows: tuple[FieldRow, ...], prefix: Path) -> list[Path]:

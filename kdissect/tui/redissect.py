@@ -37,7 +37,16 @@ from typing import Any
 
 from kdissect.diagnostics import TRANSPORT
 from kdissect.dissect.base import CaptureState, Options, run_dissector
-from kdissect.kafka.topicids import ID_PATHS, ID_SINCE, MAX_IDS, TopicIds, id_of, name_of, structs_at
+from kdissect.kafka.topicids import (
+    ID_PATHS,
+    ID_SINCE,
+    MAX_IDS,
+    TopicIds,
+    id_of,
+    learnable,
+    name_of,
+    structs_at,
+)
 from kdissect.model import Diagnostic, Match, Message, Pdu
 from kdissect.pipeline import drop_body, link
 from kdissect.pipeline.detect import DissectorRegistry
@@ -142,7 +151,7 @@ class TopicHistory:
         for path in paths:
             for kids in structs_at(m.fields, path):
                 tid, name = id_of(kids), name_of(kids)
-                if tid is not None and name is not None:
+                if tid is not None and name is not None and learnable(tid, name):
                     self._learn(i, tid, name)
         return True
 

@@ -15,7 +15,7 @@ from kdissect.capture.pcapwriter import PcapWriter
 from kdissect.dissect.base import CaptureState, Options
 from kdissect.kafka.apis import APIS
 from kdissect.kafka.dissector import DISSECTOR
-from kdissect.kafka.topicids import ID_PATHS, MAX_IDS, NO_ID, TopicIds, teaches
+from kdissect.kafka.topicids import ID_PATHS, MAX_IDS, MAX_NAME, NO_ID, TopicIds, teaches
 from kdissect.model import Message
 from kdissect.pipeline import Pipeline, dissect_file
 from kdissect.protocols import DissectorRegistry
@@ -152,6 +152,17 @@ def test_topic_ids_are_bounded_and_forget_the_oldest() -> None:
     ids.learn("id-2", "renamed")  # learned again: the newest, kept past the next eviction
     ids.learn("new", "n")
     assert ids.name("id-2") == "renamed" and ids.name("id-3") is None
+
+
+def test_topic_ids_learn_no_name_longer_than_kafka_allows() -> None:
+    """What the table holds is bounded by its count of ids times the longest legal name, however
+    long the names a capture pairs with ids."""
+    ids = TopicIds()
+    ids.learn("a", "t" * MAX_NAME)
+    ids.learn("b", "t" * (MAX_NAME + 1))
+    ids.learn("a", "x" * 1_000_000)  # keeps the name learned before
+    assert ids.names == {"a": "t" * MAX_NAME}
+    assert list(ids.lessons()) == ["a"]
 
 
 def test_capture_state_is_shared_only_when_given() -> None:
