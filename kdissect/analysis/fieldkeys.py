@@ -14,32 +14,52 @@ from kdissect.dissect.keyinfo import KeyInfo
 from kdissect.filter.keys import KDISSECT
 from kdissect.model import ARRAY, ENUM, FLAGS, STRUCT, Field, Message
 
+# Keys listed from a capture, at most: a protocol's keys number a few thousand, but some name what
+# the capture names (Kafka's unknown tagged fields by their tag number, tag_N), and a capture of a few
+# MB could make millions of them.
+MAX_KEYS = 10_000
+
 
 def common_keys() -> list[KeyInfo]:
     return [KeyInfo(f"kdissect.{k}", "any", desc) for k, (_get, desc) in KDISSECT.items()]
 
 
-def observed_keys(messages: Iterable[Message], protocol: str | None) -> list[KeyInfo]:
-    """Every key seen in the decoded messages (of one protocol, or all), with a count and example."""
+def observed_keys(messages: Iterable[Message], protocol: str | None,
+                  limit: int = MAX_KEYS) -> tuple[list[KeyInfo], int]:
+    """Every key seen in the decoded messages (of one protocol, or all), with a count and example:
+    the first `limit` keys, and how many values had a key seen after those (not listed)."""
     seen: dict[str, KeyInfo] = {}
+    unlisted = 0
     for m in messages:
         if protocol is not None and m.protocol != protocol:
             continue
         for path, f in _walk_tree(m.fields, ""):
             key = f"{m.protocol}.{path}"
             info = seen.get(key)
-            if info is None:
+            if info is None and len(seen) < limit:
                 info = seen[key] = KeyInfo(key, _type_of(f), example=_example(f))
-            info.count += 1
+            unlisted += _count(info)
             if f.hint in (ENUM, FLAGS) and f.display is not None:
-                alt = seen.setdefault(key + "_name", KeyInfo(key + "_name", "string", example=f.display))
-                alt.count += 1
+                alt = seen.get(key + "_name")
+                if alt is None and len(seen) < limit:
+                    alt = seen[key + "_name"] = KeyInfo(key + "_name", "string", example=f.display)
+                unlisted += _count(alt)
         for k, v in m.info.items():
             if v is not None and not any(f.name == k for f in m.fields):
                 key = f"{m.protocol}.{k}"
-                info = seen.setdefault(key, KeyInfo(key, "info:" + type(v).__name__, example=v))
-                info.count += 1
-    return sorted(seen.values(), key=lambda k: k.key)
+                info = seen.get(key)
+                if info is None and len(seen) < limit:
+                    info = seen[key] = KeyInfo(key, "info:" + type(v).__name__, example=v)
+                unlisted += _count(info)
+    return sorted(seen.values(), key=lambda k: k.key), unlisted
+
+
+def _count(info: KeyInfo | None) -> int:
+    """Count a value of a listed key; 1 for one whose key is not listed."""
+    if info is None:
+        return 1
+    info.count += 1
+    return 0
 
 
 def _walk_tree(fields: list[Field], prefix: str) -> Iterator[tuple[str, Field]]:

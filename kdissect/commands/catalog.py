@@ -10,13 +10,13 @@ from typing import Any
 
 import click
 
-from kdissect.analysis.fieldkeys import common_keys, observed_keys
+from kdissect.analysis.fieldkeys import MAX_KEYS, common_keys, observed_keys
 from kdissect.cliutil import CAPTURE_PATH, build, decode_options, iter_capture
 from kdissect.diagnostics import Catalogue
 from kdissect.dissect.keyinfo import KeyInfo
 from kdissect.errors import UsageError
 from kdissect.protocols import DissectorRegistry, catalogues
-from kdissect.text import value_word
+from kdissect.text import plural, value_word
 
 
 @click.command("protocols")
@@ -78,8 +78,10 @@ def fields(proto: str | None, capture: str | None, diagnostics: bool, findings: 
     if proto is not None and proto != "kdissect":
         registry.get(proto)  # a UsageError names the known protocols
     if capture is not None:
-        keys = observed_keys(iter_capture(capture, registry, opts), proto if proto != "kdissect" else None)
+        keys, unlisted = observed_keys(iter_capture(capture, registry, opts), proto if proto != "kdissect" else None)
         notes: list[str] = []
+        if unlisted:
+            notes.append(f"{plural(unlisted, 'value')} of keys seen after the first {MAX_KEYS:,} are not listed")
     else:
         keys, notes = _static(registry, proto)
     _print(keys, fmt)
