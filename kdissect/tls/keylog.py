@@ -4,7 +4,9 @@ schedules kdissect runs are kept: `CLIENT_RANDOM` (the TLS 1.2 master secret) an
 handshake and first application traffic secrets.
 
 A key log may grow while it is read (`sniff` beside a client that appends to it): a lookup that
-misses reads what was appended since the last read, so the file is read once in all. Lines that
+misses reads what was appended since the last read (up to the size the file had then), so the file
+is read once in all. Only a regular file is read: SSLKEYLOGFILE naming a device or a FIFO (which
+never ends, or blocks until a writer comes) is a key log that cannot be read. Lines that
 are not secrets (other labels, bad hex, too long) are skipped. The secrets never leave this
 object except to the key schedule.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import binascii
 import os
+import stat
 
 LABELS = frozenset({
     b"CLIENT_RANDOM",
@@ -46,11 +49,16 @@ class KeyLog:
     def refresh(self) -> None:
         """Read what was appended to the file since the last read."""
         try:
-            with open(self.path, "rb") as f:
-                if os.fstat(f.fileno()).st_size < self._offset:  # truncated and written anew
+            # O_NONBLOCK: opening a FIFO does not wait for a writer (it is refused below)
+            with open(os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as f:
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode):
+                    self.error = "not a regular file"
+                    return
+                if st.st_size < self._offset:  # truncated and written anew
                     self._offset, self._rest = 0, b""
                 f.seek(self._offset)
-                while chunk := f.read(READ_CHUNK):
+                while self._offset < st.st_size and (chunk := f.read(min(READ_CHUNK, st.st_size - self._offset))):
                     self._offset += len(chunk)
                     lines = (self._rest + chunk).split(b"\n")
                     self._rest = lines.pop()

@@ -4,7 +4,9 @@ unauthenticated comes out; what is held stays bounded."""
 
 from __future__ import annotations
 
+import os
 import struct
+import threading
 from pathlib import Path
 
 import pytest
@@ -102,6 +104,30 @@ def test_key_log_lines_that_are_not_secrets_are_skipped(tmp_path: Path) -> None:
     assert len(k) == 1
     missing = KeyLog(str(tmp_path / "absent.log"))
     assert missing.secret(b"CLIENT_RANDOM", b"\x11" * 32) is None and missing.error
+
+
+def test_a_key_log_that_is_not_a_regular_file_is_unreadable(tmp_path: Path) -> None:
+    # SSLKEYLOGFILE may name anything: a device that never ends, a FIFO that waits for a writer.
+    fifo = tmp_path / "keys.fifo"
+    os.mkfifo(fifo)
+    found: list[object] = []
+    logs = [KeyLog("/dev/zero"), KeyLog(str(fifo)), KeyLog(str(tmp_path))]
+    t = threading.Thread(target=lambda: found.extend(k.secret(b"CLIENT_RANDOM", b"\x11" * 32) for k in logs),
+                         daemon=True)
+    t.start()
+    t.join(30)
+    assert not t.is_alive() and found == [None, None, None]
+    assert [k.error for k in logs] == ["not a regular file", "not a regular file", "Is a directory"]
+
+
+def test_a_key_log_is_read_up_to_the_size_it_had(tmp_path: Path) -> None:
+    log = tmp_path / "k.log"
+    log.write_text("CLIENT_RANDOM " + "11" * 32 + " " + "22" * 48 + "\n")
+    k = KeyLog(str(log))
+    assert k.secret(b"CLIENT_RANDOM", bytes.fromhex("11" * 32)) == bytes.fromhex("22" * 48)
+    with log.open("a") as f:  # appended later: read by the next lookup that misses
+        f.write("CLIENT_RANDOM " + "33" * 32 + " " + "44" * 48 + "\n")
+    assert k.secret(b"CLIENT_RANDOM", bytes.fromhex("33" * 32)) == bytes.fromhex("44" * 48) and len(k) == 2
 
 
 def _seal13(prot: object, seq: int, inner_type: int, data: bytes) -> bytes:
