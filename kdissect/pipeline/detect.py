@@ -46,13 +46,17 @@ def _by_port(registry: DissectorRegistry, conv: Conversation[Any]) -> tuple[Diss
 
 
 def _by_probe(registry: DissectorRegistry, conv: Conversation[Any]) -> tuple[Dissector, int] | None:
+    """The probes look at a side's head once it has grown since they last did: they judge the
+    bytes alone, and a head only grows, so what they found nothing in before stays so (each
+    side is probed at most PROBE_BYTES times, however many segments it is held in)."""
     sides = (conv.client,) if conv.client is not None else (0, 1)
     best: tuple[Dissector, int, float] | None = None
     for side in sides:
-        head = conv.head(side)
-        if len(head) < 8:
+        size = conv.head_size(side)
+        if size < 8 or size == conv.probed[side]:
             continue
-        hit = registry.probe(head)
+        conv.probed[side] = size
+        hit = registry.probe(conv.head(side))
         if hit and (best is None or hit[1] > best[2]):
             best = (hit[0], side, hit[1])
     return (best[0], best[1]) if best else None

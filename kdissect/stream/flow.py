@@ -85,7 +85,7 @@ class Conversation(Generic[T]):
     __slots__ = (
         "index", "a", "b", "reasm", "client", "app", "tls", "held", "held_bytes", "ignored", "passive", "fin",
         "rst", "syn_seen", "names", "last_ts", "bytes", "packets", "first_seq", "over", "next_seq", "seqs",
-        "syn_ts", "first_rtt", "trouble",
+        "syn_ts", "first_rtt", "trouble", "heads", "head_open", "probed",
     )
 
     def __init__(self, index: int, a: Endpoint, b: Endpoint) -> None:
@@ -98,6 +98,11 @@ class Conversation(Generic[T]):
         self.tls: Any = None  # what a security layer above attaches (it turns the events into cleartext)
         self.held: list[list[Event]] = [[], []]  # events before a protocol is chosen
         self.held_bytes = [0, 0]
+        # each side's first PROBE_BYTES bytes, kept as its events are held (up to the first gap or
+        # overlap, which ends them), and how many of them the probes last looked at
+        self.heads = [bytearray(), bytearray()]
+        self.head_open = [True, True]
+        self.probed = [0, 0]
         self.ignored = False  # only its packets are counted (no protocol was found)
         self.passive = False  # not reassembled: only its packets, bytes and end are tracked
         self.fin = [False, False]
@@ -135,25 +140,31 @@ class Conversation(Generic[T]):
 
     def head(self, side: int) -> bytes:
         """The first bytes side sent (from the held events)."""
-        out = bytearray()
-        for ev in self.held[side]:
-            data = getattr(ev, "data", None)
-            if data is None:
-                break  # a gap: what follows is not the start
-            out += data
-            if len(out) >= PROBE_BYTES:
-                break
-        return bytes(out[:PROBE_BYTES])
+        return bytes(self.heads[side])
+
+    def head_size(self, side: int) -> int:
+        """len(head(side)), without copying it."""
+        return len(self.heads[side])
 
     def hold(self, side: int, events: list[Event]) -> None:
-        """Keep events of side until a protocol is chosen."""
+        """Keep events of side until a protocol is chosen; its head follows them, so that it is
+        read without walking them again."""
         self.held[side].extend(events)
         self.held_bytes[side] += sum(len(e.data) for e in events if isinstance(e, Data))
+        head = self.heads[side]
+        for ev in events:
+            if not self.head_open[side] or len(head) >= PROBE_BYTES:
+                break
+            if not isinstance(ev, Data):
+                self.head_open[side] = False  # a gap: what follows is not the start
+                break
+            head += ev.data[: PROBE_BYTES - len(head)]
 
     def take_held(self) -> list[tuple[int, list[Event]]]:
         """The held events of each side that has some, in capture order of their first frame
         (the client first on ties); nothing stays held."""
         held, self.held = self.held, [[], []]
+        self._drop_heads()
         order = sorted((0, 1), key=lambda s: (_first_frame(held[s]), s != self.client))
         return [(side, held[side]) for side in order if held[side]]
 
@@ -161,6 +172,7 @@ class Conversation(Generic[T]):
         """From now on only count its packets (the layers above gave up on it)."""
         self.ignored = True
         self.held = [[], []]
+        self._drop_heads()
 
     def end(self) -> None:
         """It ended: drop the reassembly state and what the layers above attached; from now on
@@ -171,11 +183,19 @@ class Conversation(Generic[T]):
         self.app = None
         self.tls = None
         self.held = [[], []]
+        self._drop_heads()
 
     def make_passive(self) -> None:
         """From now on track only its packets, bytes and end: no reassembly."""
         self.passive = True
         self.held = [[], []]
+        self._drop_heads()
+
+    def _drop_heads(self) -> None:
+        """Nothing is held any more: its heads are empty, as a new conversation's."""
+        self.heads = [bytearray(), bytearray()]
+        self.head_open = [True, True]
+        self.probed = [0, 0]
 
 
 # The reassemblers of every ended conversation: never fed (the tracker only counts their packets).

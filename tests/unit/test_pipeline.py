@@ -8,9 +8,11 @@ from pcapgen import TcpConn, ethernet, kafka_request, kafka_response
 from tests_support_pipeline import run_packets
 
 from kdissect.capture.pcapfile import RawFrame
+from kdissect.dissect.base import Dissector
 from kdissect.model import Message
 from kdissect.pipeline import Pipeline
 from kdissect.protocols import DissectorRegistry
+from kdissect.stream.flow import PROBE_BYTES
 
 API_VERSIONS_V0_RESPONSE = struct.pack(">hi", 0, 0)  # error 0, no api keys
 PRODUCE_ACKS0 = struct.pack(">hii", 0, 1000, 0)  # acks=0, timeout, no topics
@@ -168,3 +170,39 @@ def test_counters_say_what_was_not_decoded() -> None:
                                "2888 (1 conversation, 1 segment); ")
     assert "port 9093 carries TLS: decrypt it with --tls-keylog FILE (an NSS key log)" in lines[1]
     assert "ZooKeeper quorum (ZAB)" in lines[1]
+
+
+class CountingRegistry(DissectorRegistry):
+    """The default registry, counting the heads it is asked to probe."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.probes: list[int] = []
+
+    def probe(self, head: bytes) -> tuple[Dissector, float] | None:
+        self.probes.append(len(head))
+        return super().probe(head)
+
+
+def test_detection_probes_a_head_again_only_once_it_has_grown() -> None:
+    # A Kafka-shaped request no schema accepts fills the whole head (4 KiB) at once, then the
+    # client sends a byte at a time on a port of no protocol: each probe of that head decodes
+    # the request again, and it does not change, so it is probed once (14 s for 880 KB before).
+    c = TcpConn(sport=34567)
+    pkts = c.handshake()
+    request = kafka_request(0, 12, 0, "", b"\x00" * 3000)
+    pkts.append(c.segment(True, request + b"\x00" * (PROBE_BYTES - len(request))))
+    pkts += [c.segment(True, b"\x00") for _ in range(500)]
+    registry = CountingRegistry()
+    assert run(pkts, registry) == []
+    assert registry.probes == [PROBE_BYTES]
+
+
+def test_detection_probes_each_size_of_a_growing_head_once() -> None:
+    c = TcpConn(sport=34567)
+    pkts = c.handshake()
+    pkts += [c.segment(True, b"\x00") for _ in range(40)]
+    pkts += [c.segment(True, b"") for _ in range(10)]  # no data: nothing new to probe
+    registry = CountingRegistry()
+    assert run(pkts, registry) == []
+    assert registry.probes == list(range(8, 41))

@@ -10,8 +10,8 @@ from pcapgen import TcpConn, ethernet
 
 from kdissect.capture.l2l4 import ACK, RST, TcpSegment, decode
 from kdissect.capture.pcapfile import RawFrame
-from kdissect.stream.flow import Conversation
-from kdissect.stream.reassembly import Data, Event
+from kdissect.stream.flow import PROBE_BYTES, Conversation
+from kdissect.stream.reassembly import Data, Event, Gap
 from kdissect.stream.tracker import Tracker
 
 
@@ -170,3 +170,28 @@ def test_the_tcp_layer_imports_nothing_above_it() -> None:
             "'kdissect.pipeline', 'kdissect.protocols'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_conversations_head_is_kept_as_its_events_are_held() -> None:
+    # The head a probe sees is built as events are held, not by walking them again on each
+    # segment (16,000 one-byte segments took 2.3 s, 17 s without the compiled core).
+    conv: Conversation[str] = Conversation(0, (b"\x0a\x00\x00\x01", 1), (b"\x0a\x00\x00\x02", 2))
+    for i in range(5000):
+        conv.hold(0, [Data(bytes([i % 256]), i + 1, 0.0)])
+    conv.held[0] = NotIterable()
+    assert conv.head(0) == bytes(i % 256 for i in range(PROBE_BYTES))
+    assert conv.head_size(0) == PROBE_BYTES
+
+
+def test_a_conversations_head_ends_at_its_first_gap() -> None:
+    conv: Conversation[str] = Conversation(0, (b"\x0a\x00\x00\x01", 1), (b"\x0a\x00\x00\x02", 2))
+    conv.hold(1, [Data(b"abc", 1, 0.0), Gap(10, 1, 2), Data(b"def", 2, 0.0)])
+    conv.hold(1, [Data(b"ghi", 3, 0.0)])
+    assert (conv.head(0), conv.head(1)) == (b"", b"abc")
+    assert [side for side, _ in conv.take_held()] == [1]
+    assert conv.head(1) == b""
+
+
+class NotIterable(list[Event]):
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("the held events were walked")
