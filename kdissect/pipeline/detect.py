@@ -1,7 +1,8 @@
 """Which dissector decodes a conversation: `--decode-as` and the port table first, then the
-probes on the first bytes each side sent; past MAX_UNDECIDED_BYTES without a match, detection
-gives up. For a conversation no dissector took, what its first bytes look like (TLS, HTTP, SSH:
-SIGNATURES) goes into the counts of what was not decoded.
+probes on the first bytes each side sent; past MAX_UNDECIDED_BYTES, or MAX_UNDECIDED_EVENTS
+events held, without a match, detection gives up. For a conversation no dissector took, what
+its first bytes look like (TLS, HTTP, SSH: SIGNATURES) goes into the counts of what was not
+decoded.
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ from kdissect.dissect.base import Dissector
 from kdissect.protocols import DissectorRegistry
 from kdissect.stream.flow import Conversation
 
-__all__ = ["MAX_UNDECIDED_BYTES", "SIGNATURES", "DissectorRegistry", "choose", "first_bytes", "looks_like",
+__all__ = ["MAX_UNDECIDED_BYTES", "MAX_UNDECIDED_EVENTS", "SIGNATURES", "DissectorRegistry", "choose", "first_bytes", "looks_like",
            "undecidable"]
 
 MAX_UNDECIDED_BYTES = 16 * 1024  # give up detecting after this much data without a match
+# ... or after this many events held (a gap is no data: acknowledgements of bytes never seen would
+# otherwise be held, one event each, for as long as the conversation lasts)
+MAX_UNDECIDED_EVENTS = 16 * 1024
 
 # First bytes of a conversation -> what it is. Checked on each side's first bytes.
 SIGNATURES: tuple[tuple[bytes, str], ...] = (
@@ -33,8 +37,9 @@ def choose(registry: DissectorRegistry, conv: Conversation[Any]) -> tuple[Dissec
 
 
 def undecidable(conv: Conversation[Any]) -> bool:
-    """Whether detection gives up on conv: too much data held without a match."""
-    return sum(conv.held_bytes) > MAX_UNDECIDED_BYTES
+    """Whether detection gives up on conv: too much held without a match."""
+    held = conv.held
+    return sum(conv.held_bytes) > MAX_UNDECIDED_BYTES or len(held[0]) + len(held[1]) > MAX_UNDECIDED_EVENTS
 
 
 def _by_port(registry: DissectorRegistry, conv: Conversation[Any]) -> tuple[Dissector, int] | None:

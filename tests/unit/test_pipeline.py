@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import struct
 
-from pcapgen import TcpConn, ethernet, kafka_request, kafka_response
+from pcapgen import ACK, SYN, TcpConn, ethernet, kafka_request, kafka_response, tcp_ip
 from tests_support_pipeline import run_packets
 
 from kdissect.capture.pcapfile import RawFrame
 from kdissect.dissect.base import Dissector
 from kdissect.model import Message
 from kdissect.pipeline import Pipeline
+from kdissect.pipeline.detect import MAX_UNDECIDED_EVENTS
 from kdissect.protocols import DissectorRegistry
 from kdissect.stream.flow import PROBE_BYTES
 
@@ -206,3 +207,18 @@ def test_detection_probes_each_size_of_a_growing_head_once() -> None:
     registry = CountingRegistry()
     assert run(pkts, registry) == []
     assert registry.probes == list(range(8, 41))
+
+
+def test_detection_gives_up_on_a_conversation_of_gaps() -> None:
+    # The server acknowledges a byte the client never showed in each of its segments: each is a
+    # gap in the client's stream, no data, and was held for as long as the conversation lasted.
+    c = TcpConn(sport=34567)
+    pipe = Pipeline()
+    pkts = [tcp_ip(c.c, c.s, c.cport, c.sport, 1000, 0, SYN)]
+    pkts += [tcp_ip(c.s, c.c, c.sport, c.cport, 5000, 1002 + i, ACK) for i in range(MAX_UNDECIDED_EVENTS + 10)]
+    for i, p in enumerate(pkts):
+        frame = ethernet(p)
+        assert pipe.feed(RawFrame(i + 1, 1.0 + i * 0.001, 1, frame, len(frame))) == []
+    (conv,) = pipe.tcp.open.values()
+    assert conv.ignored and conv.held == [[], []]
+    assert pipe.finish() == []
