@@ -15,12 +15,22 @@ _NON_WORD = re.compile(r"[^0-9A-Za-z]+")
 MAX_NODES = 20000
 
 
-@lru_cache(maxsize=4096)
+# Keys up to this long have their names cached: a key is data, and the cache outlives messages.
+MAX_CACHED_KEY = 64
+
+
 def snake(key: str) -> str:
     """A field-name form of a wire key: "brokerAddrs" -> "broker_addrs", "MSG_REGION" ->
     "msg_region", "0" -> "0"."""
+    return _snake_cached(key) if len(key) <= MAX_CACHED_KEY else _snake(key)
+
+
+def _snake(key: str) -> str:
     s = _NON_WORD.sub("_", _CAMEL.sub("_", key)).strip("_").lower()
     return s or "_"
+
+
+_snake_cached = lru_cache(maxsize=4096)(_snake)
 
 
 def named(name: str, wire_key: str) -> tuple[str, str | None]:

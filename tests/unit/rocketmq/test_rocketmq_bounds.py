@@ -4,7 +4,9 @@ ext-fields are bounded; past a limit the rest is not decoded, with a diagnostic.
 
 from __future__ import annotations
 
+import gc
 import json
+import tracemalloc
 
 import pytest
 import zstandard
@@ -14,7 +16,7 @@ from kdissect.dissect import base
 from kdissect.dissect.base import Options
 from kdissect.model import Field, Group, Message
 from kdissect.rocketmq import encode as enc
-from kdissect.rocketmq import header, ljson
+from kdissect.rocketmq import header, jfields, ljson
 
 ZSTD_COMPRESSED = 0x1 | (2 << 8)  # sysflag: COMPRESSED, compression type ZSTD
 
@@ -74,3 +76,27 @@ def test_ext_fields_past_the_limit_are_not_decoded(run: Run, monkeypatch: pytest
     msg = run(enc.frame(34, opaque=9, ext=ext, serialize=serialize))
     assert keys(msg) == ["rocketmq.ext_limit"]
     assert len(root(msg, "ext_fields").children or []) == 30
+
+
+def test_long_keys_are_not_kept_after_their_message(run: Run) -> None:
+    # The names of wire keys are cached, and a key is data: 300 headers with a different 1 MB
+    # key each kept 600 MB after their messages had gone.
+    def decode(i: int) -> None:
+        key = f"{i:04d}" + "longKey" * 30_000  # 210 KB
+        msg = run(enc.frame(11, opaque=i, flag=2, ext={key: "1"}, serialize=enc.SERIALIZE_JSON))  # one-way
+        name = root(msg, "ext_fields").children[0].name
+        assert (name[:20], len(name)) == (f"{i:04d}long_keylong_key", 4 + 8 * 30_000)
+
+    decode(0)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(1, 6):
+            decode(i)
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 200_000
+    assert jfields.snake("brokerAddrs") == "broker_addrs"
