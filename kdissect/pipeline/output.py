@@ -1,7 +1,7 @@
 """Ordered output: messages leave in capture order, and a request waiting for its response holds
 back the output behind it, up to HOLD_MESSAGES messages or HOLD_SECONDS of capture time, or
 until its conversation closes (`hold=False`: every message leaves at once). HeldBytes bounds the
-decompressed bytes of what is held.
+bytes of what is held: its data, decompressed data and decoded fields (`held_size`).
 """
 
 from __future__ import annotations
@@ -11,15 +11,19 @@ from collections import deque
 from collections.abc import Callable
 
 from kdissect.diagnostics import TRANSPORT
-from kdissect.model import SECRET, Field, Message, tree_secret_ranges
+from kdissect.model import SECRET, Field, Message, Row, tree_secret_ranges
 from kdissect.pipeline.counters import Counters
 from kdissect.text import plural
 
 HOLD_MESSAGES = 2_000  # requests waiting for their response hold back output at most this long
 HOLD_SECONDS = 120.0  # ... or this much capture time
-# Decompressed bytes (Message.inflated) that messages held back, and requests that may still
-# wait for their response, keep in all: past this the oldest lose their decoded bodies.
+# Bytes (held_size) that messages held back, and requests that may still wait for their
+# response, keep in all: past this the oldest lose their decoded bodies.
 HELD_BYTES = 256 * 1024 * 1024
+# What a decoded field is counted as (the object, its value and its place in its list), and a
+# Row's column value (its value and its place in the Row's tuple).
+FIELD_BYTES = 128
+COLUMN_BYTES = 64
 
 
 class Output:
@@ -30,6 +34,8 @@ class Output:
         self.held = held
         self.counters = counters
         self.queue: deque[Message] = deque()
+        self.added = 0  # messages added since the last release (the end of the queue)
+        self.fresh: list[Message] = []  # those of them the last release held, not counted yet
         self.closed_streams: set[int] = set()  # closed conversations with messages queued
         self.now = 0.0  # capture time of the last TCP segment
 
@@ -38,8 +44,7 @@ class Output:
         if msg.peer is not None and msg.peer.number:
             self.held.discard(msg.peer)  # released already: now nothing holds it for its response
         self.queue.append(msg)
-        if msg.inflated:
-            self.held.add(msg)
+        self.added += 1
 
     def stream_closed(self, stream: int) -> None:
         self.closed_streams.add(stream)
@@ -54,6 +59,17 @@ class Output:
             if waiting and not final and not self._expired(m):
                 break
             ready.append(self._number(queue.popleft()))
+        # A message is counted once it is still held at the release after the one that followed
+        # its decoding (in the queue, or a request that left it unanswered and waits in its
+        # pending table), so that one answered by the next segment, or leaving at once, never
+        # is: what is not counted is at most what the last segment decoded.
+        for m in self.fresh:
+            if not m.number or _waits(m):
+                self.held.add(m)
+        added, self.added = self.added, 0
+        queued = min(added, len(queue))
+        self.fresh = [m for m in ready[len(ready) - (added - queued):] if _waits(m)]
+        self.fresh += [queue[i] for i in range(len(queue) - queued, len(queue))]
         if (final or not queue) and self.closed_streams:
             self.closed_streams.clear()  # it concerns only messages held back
         return ready
@@ -65,16 +81,41 @@ class Output:
     def _number(self, m: Message) -> Message:
         self.counters.messages += 1
         m.number = self.counters.messages
-        if m.inflated and (m.kind != "request" or m.match is not None):
+        if not _waits(m):
             self.held.discard(m)  # a request still unanswered may wait in its pending table
         return m
 
 
+def _waits(m: Message) -> bool:
+    """Whether m is a request still unanswered: it may wait in its conversation's pending table
+    (one expecting no response too: a response may come all the same)."""
+    return m.kind == "request" and m.match is None
+
+
+def held_size(m: Message) -> int:
+    """The bytes m keeps, about: its data, its decompressed data (Message.inflated) and its
+    decoded fields (a Row's columns are counted without building its fields)."""
+    fields = columns = 0
+    stack: list[Field] = list(m.fields)
+    while stack:
+        f = stack.pop()
+        fields += 1
+        if type(f) is Row and not f.materialized:
+            for v in f.values:
+                if isinstance(v, Field):
+                    stack.append(v)
+                else:
+                    columns += 1
+        elif f.children:
+            stack.extend(f.children)
+    return len(m.data) + m.inflated + fields * FIELD_BYTES + columns * COLUMN_BYTES
+
+
 class HeldBytes:
-    """The decompressed bytes (Message.inflated) of the messages the pipeline holds back and of
-    the requests that may still wait in a pending-request table, oldest first. Past `limit` the
-    oldest lose their decoded bodies (summary, facts and diagnostics stay). Messages are held
-    weakly: one that nothing else keeps is forgotten."""
+    """The bytes (held_size) of the messages the pipeline holds back and of the requests that may
+    still wait in a pending-request table, oldest first. Past `limit` the oldest lose their
+    decoded bodies (summary, facts and diagnostics stay). Messages are held weakly: one that
+    nothing else keeps is forgotten."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -83,8 +124,11 @@ class HeldBytes:
 
     def add(self, msg: Message) -> None:
         key = id(msg)
-        self._held[key] = (weakref.ref(msg, self._forget(key)), msg.inflated)
-        self.total += msg.inflated
+        if key in self._held:
+            return
+        size = held_size(msg)
+        self._held[key] = (weakref.ref(msg, self._forget(key)), size)
+        self.total += size
         while self.total > self.limit and self._held:
             ref, size = self._held.pop(next(iter(self._held)))
             self.total -= size
@@ -111,7 +155,7 @@ def drop_body(m: Message, limit: int) -> None:
                 for f in m.fields]
     m.add(TRANSPORT("pipeline.body_dropped",
                     f"decoded body not kept: the messages held waiting for responses hold more than "
-                    f"{limit} decompressed bytes (the summary stays)"))
+                    f"{limit} bytes of data and decoded fields (the summary stays)"))
 
 
 def _emptied(f: Field) -> Field:

@@ -164,3 +164,27 @@ def test_the_conversations_of_a_capture_share_one_bound_on_pending_requests(monk
     assert len(first) == len(last) == 30
     assert all(m.peer is not None and m.info["op"] == "Metadata" for m in first)
     assert sum(m.peer is not None for m in last) < 30
+
+
+def zookeeper_multi(xid: int, ops: int) -> bytes:
+    """A ZooKeeper multi request of `ops` deletes of the empty path (17 bytes, 6 fields each)."""
+    op = struct.pack(">iBi", 2, 0, -1) + struct.pack(">ii", 0, -1)
+    body = struct.pack(">ii", xid, 14) + op * ops + struct.pack(">iBi", -1, 1, -1)
+    return struct.pack(">i", len(body)) + body
+
+
+def test_decoded_fields_count_as_well_as_decompressed_bytes() -> None:
+    # Nothing is compressed, but each request decodes into 6,000 fields: 60 such requests of a
+    # megabyte (60,000 operations) took 2.9 GB and ended in a MemoryError.
+    c = TcpConn(sport=2181)
+    pkts = [(100.0, p) for p in c.handshake()]
+    connect = struct.pack(">iqiqi", 0, 0, 30000, 0, 16) + bytes(16)
+    pkts.append((100.05, c.segment(True, struct.pack(">i", len(connect)) + connect)))
+    pkts += [(100.1 + i, c.segment(True, zookeeper_multi(i + 1, 1000))) for i in range(3)]  # never answered
+    pipe = Pipeline()
+    pipe.held.limit = 2_000_000
+    msgs = feed(pipe, pkts)[1:]
+    assert [m.summary for m in msgs] == ["multi delete, delete, delete +997 more"] * 3
+    assert [dropped(m) for m in msgs] == [True, False, False]
+    assert next(f for f in msgs[0].fields if f.name == "ops").label == "ops (not kept)"
+    assert len(next(f for f in msgs[2].fields if f.name == "ops").children or ()) == 1000
