@@ -49,6 +49,12 @@ def gap_diag(lost: int, frame_before: int, frame_after: int) -> Diagnostic:
     )
 
 
+def resync_diag(skipped: int, first: int | None, last: int | None) -> Diagnostic:
+    """The `framing.resync` diagnostic: `skipped` bytes (of frames first to last) were skipped."""
+    where = f" (frames {first}-{last})" if first is not None else ""
+    return TRANSPORT("framing.resync", f"skipped {plural(skipped, 'byte')} to the next message boundary{where}")
+
+
 class Framer(Protocol):
     def feed(self, data: bytes, frame: int, ts: float) -> list[Pdu]: ...
 
@@ -123,6 +129,11 @@ class LengthPrefixedFramer:
         self.probe: BoundaryProbe | None = None
         self.skip_to = 0  # absolute offset below which bytes are discarded (stepping over a gap)
         self.pending_diags: list[Diagnostic] = []
+        # The gap or resync diagnostic last in pending_diags, which the next of its kind right
+        # after it replaces with one for both (a stream of gaps or of bytes without a boundary
+        # is one diagnostic, not one a segment): (it, the stream offset its bytes end at, its
+        # bytes, its first and last frames).
+        self.run: tuple[Diagnostic, int, int, int | None, int | None] | None = None
         # While resynchronising (absolute offsets): every offset below scan_to has been judged
         # once; `waiting` holds the candidates that needed more data, as [offset, bytes needed].
         self.scan_to = 0
@@ -145,20 +156,20 @@ class LengthPrefixedFramer:
     def gap(self, lost: int, frame_before: int, frame_after: int) -> list[Pdu]:
         """`lost` bytes of the stream were not captured."""
         out: list[Pdu] = []
-        diag = gap_diag(lost, frame_before, frame_after)
         gap_start = self.base + len(self.buf)
         gap_end = gap_start + lost
         msg_end = self._current_end()
         if self.synced and msg_end is not None and gap_end <= msg_end:
             # The gap lies inside a message whose length we know: emit what we have of it and
             # step over the rest; the next message starts where the length says.
-            out.append(self._emit_partial(diag, msg_end - self.base))
+            out.append(self._emit_partial(gap_diag(lost, frame_before, frame_after), msg_end - self.base))
             self.skip_to = msg_end
         else:
             if self.buf:
-                out.append(self._emit_partial(diag, None))
+                out.append(self._emit_partial(gap_diag(lost, frame_before, frame_after), None))
             else:
-                self.pending_diags.append(diag)
+                lost, first, _ = self._extend("tcp.gap", gap_start, lost, frame_before, frame_after)
+                self._add_run(gap_diag(lost, first or 0, frame_after), gap_end, lost, first, frame_after)
             self.synced = self.probe is None
         self.base = gap_end
         self.index.drop_before(gap_end)
@@ -342,8 +353,21 @@ class LengthPrefixedFramer:
         start = self.base
         frames, _, _ = self.index.span(start, start + n)
         self._discard(n)
-        where = f" (frames {frames[0]}-{frames[-1]})" if frames else ""
-        self.pending_diags.append(TRANSPORT(
-            "framing.resync",
-            f"skipped {plural(n, 'byte')} to the next message boundary{where}",
-        ))
+        total, first, last = self._extend("framing.resync", start, n, frames[0] if frames else None,
+                                          frames[-1] if frames else None)
+        self._add_run(resync_diag(total, first, last), start + n, total, first, last)
+
+    def _extend(self, key: str, start: int, n: int, first: int | None,
+                last: int | None) -> tuple[int, int | None, int | None]:
+        """(bytes, first frame, last frame) of the diagnostic `key` for the n bytes from `start`,
+        with those of the last one pending when it is of the same kind and ends at `start` (it is
+        taken back: the caller adds one for both)."""
+        run, diags = self.run, self.pending_diags
+        if run is None or not diags or diags[-1] is not run[0] or run[0].key != key or run[1] != start:
+            return n, first, last
+        diags.pop()
+        return run[2] + n, run[3] if run[3] is not None else first, last if last is not None else run[4]
+
+    def _add_run(self, diag: Diagnostic, end: int, n: int, first: int | None, last: int | None) -> None:
+        self.pending_diags.append(diag)
+        self.run = (diag, end, n, first, last)

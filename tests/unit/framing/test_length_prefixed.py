@@ -188,3 +188,52 @@ def test_chunks_behind_the_buffer_are_dropped() -> None:
     assert [p.frames for p in out[:2]] == [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]]
     assert len(out) == 1000 and out[-1].frames == list(range(4996, 5001))
     assert len(f.index._ends) - f.index._first < 2
+
+
+def test_bytes_without_a_boundary_are_one_resync_diagnostic() -> None:
+    # Each segment of bytes in which no boundary was found added a diagnostic, all of them
+    # kept until a message came: 300,000 segments of junk were one message with 300,000.
+    f = LengthPrefixedFramer(1000)
+    f.set_probe(starts_with_m, True)
+    out = f.feed(b"\xff" * 8, 1, 0.0)
+    for i in range(5000):
+        out += f.feed(b"\xff" * 100, i + 2, 1.0)
+    out += f.feed(msg(b"Mok") + msg(b"Mnext"), 5002, 2.0)
+    assert [p.data for p in out] == [msg(b"Mok"), msg(b"Mnext")]
+    assert [(d.key, d.message) for d in out[0].diagnostics] == [
+        ("framing.bad_length", "message length 4294967295 outside 0..1000: resynchronising"),
+        ("framing.resync", "skipped 500007 bytes to the next message boundary (frames 1-5001)"),
+    ]
+
+
+def test_gaps_one_after_another_are_one_gap() -> None:
+    # A peer acknowledging bytes never captured, one segment after another, made a gap
+    # diagnostic each, kept as long as the stream lasted (and dropped at its end).
+    f = LengthPrefixedFramer(1000)
+    f.set_probe(starts_with_m, True)
+    out = f.feed(msg(b"Ma"), 1, 0.0)
+    for i in range(5000):
+        out += f.gap(1, i + 1, i + 2)
+    assert len(f.pending_diags) == 1
+    out += f.feed(msg(b"M" + b"b" * 10), 5002, 1.0) + f.flush()
+    assert [p.data for p in out] == [msg(b"Ma"), msg(b"M" + b"b" * 10)]
+    assert [(d.key, d.message) for d in out[1].diagnostics] == [
+        ("tcp.gap", "5000 bytes missing from the capture between frames 1 and 5001"),
+    ]
+
+
+def test_gaps_apart_stay_apart() -> None:
+    f = LengthPrefixedFramer(1000)
+    f.set_probe(starts_with_m, True)
+    out = f.feed(msg(b"M" + b"1" * 50)[:20], 1, 0.0)
+    out += f.gap(10, 1, 2)  # inside the message: it is stepped over
+    out += f.gap(5, 2, 3)
+    out += f.feed(msg(b"M" + b"1" * 50)[35:], 3, 1.0)  # the rest of the message, skipped
+    out += f.gap(7, 3, 4)
+    out += f.feed(msg(b"Mb"), 4, 1.0) + f.flush()
+    assert [d.message for p in out for d in p.diagnostics] == [
+        "10 bytes missing from the capture between frames 1 and 2",
+        "5 bytes missing from the capture between frames 2 and 3",  # bytes were captured after it
+        "7 bytes missing from the capture between frames 3 and 4",
+        "stream ended inside a message: 6 bytes captured",
+    ]
