@@ -49,6 +49,16 @@ def gap_diag(lost: int, frame_before: int, frame_after: int) -> Diagnostic:
     )
 
 
+def overlap_diag(length: int, first: int, last: int, count: int) -> Diagnostic:
+    """The `tcp.overlap` diagnostic: `count` retransmissions (frames first to last) carried
+    `length` bytes that differ from those first captured."""
+    if count == 1:
+        what = f"frame {first} retransmits {plural(length, 'byte')}"
+    else:
+        what = f"frames {first}-{last}: {count} retransmissions of {plural(length, 'byte')} in all"
+    return TRANSPORT("tcp.overlap", f"{what} that differ from those first captured (the first-seen bytes are used)")
+
+
 def resync_diag(skipped: int, first: int | None, last: int | None) -> Diagnostic:
     """The `framing.resync` diagnostic: `skipped` bytes (of frames first to last) were skipped."""
     where = f" (frames {first}-{last})" if first is not None else ""
@@ -61,6 +71,8 @@ class Framer(Protocol):
     def gap(self, lost: int, frame_before: int, frame_after: int) -> list[Pdu]: ...
 
     def note(self, diag: Diagnostic) -> None: ...
+
+    def overlap(self, length: int, frame: int) -> None: ...
 
     def flush(self) -> list[Pdu]: ...
 
@@ -129,11 +141,11 @@ class LengthPrefixedFramer:
         self.probe: BoundaryProbe | None = None
         self.skip_to = 0  # absolute offset below which bytes are discarded (stepping over a gap)
         self.pending_diags: list[Diagnostic] = []
-        # The gap or resync diagnostic last in pending_diags, which the next of its kind right
-        # after it replaces with one for both (a stream of gaps or of bytes without a boundary
-        # is one diagnostic, not one a segment): (it, the stream offset its bytes end at, its
-        # bytes, its first and last frames).
-        self.run: tuple[Diagnostic, int, int, int | None, int | None] | None = None
+        # The gap, resync or overlap diagnostic last in pending_diags, which the next of its kind
+        # right after it replaces with one for both (a stream of gaps, of bytes without a
+        # boundary or of retransmissions is one diagnostic, not one a segment): (it, the stream
+        # offset its bytes end at, its bytes, its first and last frames, how many it stands for).
+        self.run: tuple[Diagnostic, int, int, int | None, int | None, int] | None = None
         # While resynchronising (absolute offsets): every offset below scan_to has been judged
         # once; `waiting` holds the candidates that needed more data, as [offset, bytes needed].
         self.scan_to = 0
@@ -147,6 +159,11 @@ class LengthPrefixedFramer:
 
     def note(self, diag: Diagnostic) -> None:
         self.pending_diags.append(diag)
+
+    def overlap(self, length: int, frame: int) -> None:
+        """A retransmission in `frame` carried `length` bytes that differ from those first seen."""
+        length, first, _, count = self._extend("tcp.overlap", -1, length, frame, frame)
+        self._add_run(overlap_diag(length, first or 0, frame, count), -1, length, first, frame, count)
 
     def feed(self, data: bytes, frame: int, ts: float) -> list[Pdu]:
         self.index.add(self.base + len(self.buf) + len(data), frame, ts)
@@ -168,8 +185,8 @@ class LengthPrefixedFramer:
             if self.buf:
                 out.append(self._emit_partial(gap_diag(lost, frame_before, frame_after), None))
             else:
-                lost, first, _ = self._extend("tcp.gap", gap_start, lost, frame_before, frame_after)
-                self._add_run(gap_diag(lost, first or 0, frame_after), gap_end, lost, first, frame_after)
+                lost, first, _, count = self._extend("tcp.gap", gap_start, lost, frame_before, frame_after)
+                self._add_run(gap_diag(lost, first or 0, frame_after), gap_end, lost, first, frame_after, count)
             self.synced = self.probe is None
         self.base = gap_end
         self.index.drop_before(gap_end)
@@ -353,21 +370,23 @@ class LengthPrefixedFramer:
         start = self.base
         frames, _, _ = self.index.span(start, start + n)
         self._discard(n)
-        total, first, last = self._extend("framing.resync", start, n, frames[0] if frames else None,
-                                          frames[-1] if frames else None)
-        self._add_run(resync_diag(total, first, last), start + n, total, first, last)
+        total, first, last, count = self._extend("framing.resync", start, n, frames[0] if frames else None,
+                                                 frames[-1] if frames else None)
+        self._add_run(resync_diag(total, first, last), start + n, total, first, last, count)
 
     def _extend(self, key: str, start: int, n: int, first: int | None,
-                last: int | None) -> tuple[int, int | None, int | None]:
-        """(bytes, first frame, last frame) of the diagnostic `key` for the n bytes from `start`,
-        with those of the last one pending when it is of the same kind and ends at `start` (it is
-        taken back: the caller adds one for both)."""
+                last: int | None) -> tuple[int, int | None, int | None, int]:
+        """(bytes, first frame, last frame, count) of the diagnostic `key` for the n bytes from
+        `start` (-1: wherever), with those of the last one pending when it is of the same kind
+        and ends at `start` (it is taken back: the caller adds one for both)."""
         run, diags = self.run, self.pending_diags
         if run is None or not diags or diags[-1] is not run[0] or run[0].key != key or run[1] != start:
-            return n, first, last
+            return n, first, last, 1
         diags.pop()
-        return run[2] + n, run[3] if run[3] is not None else first, last if last is not None else run[4]
+        return (run[2] + n, run[3] if run[3] is not None else first, last if last is not None else run[4],
+                run[5] + 1)
 
-    def _add_run(self, diag: Diagnostic, end: int, n: int, first: int | None, last: int | None) -> None:
+    def _add_run(self, diag: Diagnostic, end: int, n: int, first: int | None, last: int | None,
+                 count: int) -> None:
         self.pending_diags.append(diag)
-        self.run = (diag, end, n, first, last)
+        self.run = (diag, end, n, first, last, count)

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kdissect.diagnostics import TRANSPORT
 from kdissect.dissect.base import CaptureState, ConversationState, Dissector
 from kdissect.framing.length_prefixed import BoundaryProbe, Framer
-from kdissect.model import Diagnostic, Pdu
-from kdissect.stream.reassembly import Data, Event, Gap, Overlap
-from kdissect.text import plural
+from kdissect.model import Pdu
+from kdissect.stream.reassembly import Data, Event, Gap
 
 
 @dataclass(slots=True)
@@ -41,7 +39,7 @@ class Decoding:
             return framer.feed(ev.data, ev.frame, ev.ts)
         if isinstance(ev, Gap):
             return framer.gap(ev.lost, ev.frame_before, ev.frame_after)
-        framer.note(_overlap_diag(ev))
+        framer.overlap(ev.length, ev.frame)
         return []
 
 
@@ -60,8 +58,3 @@ def _boundary(d: Dissector, to_server: bool, state: ConversationState) -> Bounda
 
     return probe
 
-
-def _overlap_diag(ev: Overlap) -> Diagnostic:
-    return TRANSPORT("tcp.overlap",
-                     f"frame {ev.frame} retransmits {plural(ev.length, 'byte')} that differ from those first "
-                     "captured (the first-seen bytes are used)")

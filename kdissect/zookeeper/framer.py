@@ -13,7 +13,13 @@ a LengthPrefixedFramer.
 
 from __future__ import annotations
 
-from kdissect.framing.length_prefixed import BoundaryProbe, ChunkIndex, LengthPrefixedFramer, gap_diag
+from kdissect.framing.length_prefixed import (
+    BoundaryProbe,
+    ChunkIndex,
+    LengthPrefixedFramer,
+    gap_diag,
+    overlap_diag,
+)
 from kdissect.model import Diagnostic, Pdu
 from kdissect.zookeeper import fourlw
 
@@ -56,6 +62,12 @@ class ZkFramer:
             self.inner.note(diag)
         else:
             self.diags.append(diag)
+
+    def overlap(self, length: int, frame: int) -> None:
+        if self.mode == BINARY:
+            self.inner.overlap(length, frame)
+        else:
+            self.diags.append(overlap_diag(length, frame, frame, 1))
 
     def feed(self, data: bytes, frame: int, ts: float) -> list[Pdu]:
         if self.mode == BINARY:

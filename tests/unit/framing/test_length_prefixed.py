@@ -237,3 +237,22 @@ def test_gaps_apart_stay_apart() -> None:
         "7 bytes missing from the capture between frames 3 and 4",
         "stream ended inside a message: 6 bytes captured",
     ]
+
+
+def test_retransmissions_one_after_another_are_one_overlap() -> None:
+    # A message started, then its first segment retransmitted with other bytes 300,000 times:
+    # one tcp.overlap diagnostic each on the message (51 MB: 219 MB, and 54 MB of JSON). The
+    # retransmissions noted for one message are one diagnostic.
+    f = LengthPrefixedFramer(1000)
+    f.overlap(5, 7)
+    out = f.feed(msg(b"M" + b"1" * 50)[:20], 8, 0.0)
+    for i in range(5000):
+        f.overlap(20, 9 + i)
+    out += f.feed(msg(b"M" + b"1" * 50)[20:], 5009, 1.0)
+    f.overlap(3, 5010)
+    out += f.feed(msg(b"M2"), 5011, 2.0)
+    assert [[d.message for d in p.diagnostics] for p in out] == [
+        ["frames 7-5008: 5001 retransmissions of 100005 bytes in all that differ from those first captured "
+         "(the first-seen bytes are used)"],
+        ["frame 5010 retransmits 3 bytes that differ from those first captured (the first-seen bytes are used)"],
+    ]
