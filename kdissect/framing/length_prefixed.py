@@ -145,7 +145,7 @@ class LengthPrefixedFramer:
         # right after it replaces with one for both (a stream of gaps, of bytes without a
         # boundary or of retransmissions is one diagnostic, not one a segment): (it, the stream
         # offset its bytes end at, its bytes, its first and last frames, how many it stands for).
-        self.run: tuple[Diagnostic, int, int, int | None, int | None, int] | None = None
+        self.run: Run | None = None
         # While resynchronising (absolute offsets): every offset below scan_to has been judged
         # once; `waiting` holds the candidates that needed more data, as [offset, bytes needed].
         self.scan_to = 0
@@ -376,17 +376,26 @@ class LengthPrefixedFramer:
 
     def _extend(self, key: str, start: int, n: int, first: int | None,
                 last: int | None) -> tuple[int, int | None, int | None, int]:
-        """(bytes, first frame, last frame, count) of the diagnostic `key` for the n bytes from
-        `start` (-1: wherever), with those of the last one pending when it is of the same kind
-        and ends at `start` (it is taken back: the caller adds one for both)."""
-        run, diags = self.run, self.pending_diags
-        if run is None or not diags or diags[-1] is not run[0] or run[0].key != key or run[1] != start:
-            return n, first, last, 1
-        diags.pop()
-        return (run[2] + n, run[3] if run[3] is not None else first, last if last is not None else run[4],
-                run[5] + 1)
+        return extend_run(self.pending_diags, self.run, key, start, n, first, last)
 
     def _add_run(self, diag: Diagnostic, end: int, n: int, first: int | None, last: int | None,
                  count: int) -> None:
         self.pending_diags.append(diag)
         self.run = (diag, end, n, first, last, count)
+
+
+# A diagnostic that the next of its kind right after it may replace with one for both: (it, the
+# stream offset its bytes end at, its bytes, its first and last frames, how many it stands for).
+Run = tuple[Diagnostic, int, int, "int | None", "int | None", int]
+
+
+def extend_run(diags: list[Diagnostic], run: Run | None, key: str, start: int, n: int, first: int | None,
+               last: int | None) -> tuple[int, int | None, int | None, int]:
+    """(bytes, first frame, last frame, count) of the diagnostic `key` for the n bytes from
+    `start` (-1: wherever), with those of `run` when it is the last of `diags`, of the same kind,
+    and ends at `start` (it is taken back from `diags`: the caller adds one for both)."""
+    if run is None or not diags or diags[-1] is not run[0] or run[0].key != key or run[1] != start:
+        return n, first, last, 1
+    diags.pop()
+    return (run[2] + n, run[3] if run[3] is not None else first, last if last is not None else run[4],
+            run[5] + 1)

@@ -17,6 +17,8 @@ from kdissect.framing.length_prefixed import (
     BoundaryProbe,
     ChunkIndex,
     LengthPrefixedFramer,
+    Run,
+    extend_run,
     gap_diag,
     overlap_diag,
 )
@@ -49,6 +51,7 @@ class ZkFramer:
         self.base = 0
         self.index = ChunkIndex()
         self.diags: list[Diagnostic] = []
+        self.run: Run | None = None  # a gap or overlap last in diags (see LengthPrefixedFramer.run)
         self.synced = True  # whether the stream start was captured (the pipeline says)
 
     # -- the Framer interface ---------------------------------------------------------
@@ -66,8 +69,13 @@ class ZkFramer:
     def overlap(self, length: int, frame: int) -> None:
         if self.mode == BINARY:
             self.inner.overlap(length, frame)
-        else:
-            self.diags.append(overlap_diag(length, frame, frame, 1))
+            return
+        length, first, _, count = extend_run(self.diags, self.run, "tcp.overlap", -1, length, frame, frame)
+        self._add(overlap_diag(length, first or 0, frame, count), -1, length, first, frame, count)
+
+    def _add(self, diag: Diagnostic, end: int, n: int, first: int | None, last: int | None, count: int) -> None:
+        self.diags.append(diag)
+        self.run = (diag, end, n, first, last, count)
 
     def feed(self, data: bytes, frame: int, ts: float) -> list[Pdu]:
         if self.mode == BINARY:
@@ -82,8 +90,10 @@ class ZkFramer:
         return self._replay()
 
     def gap(self, lost: int, frame_before: int, frame_after: int) -> list[Pdu]:
-        if self.mode == TEXT:
-            self.diags.append(gap_diag(lost, frame_before, frame_after))
+        if self.mode == TEXT:  # gaps one after another (no text between them) are one
+            at = self.base + len(self.buf)
+            lost, first, _, count = extend_run(self.diags, self.run, "tcp.gap", at, lost, frame_before, frame_after)
+            self._add(gap_diag(lost, first or 0, frame_after), at, lost, first, frame_after, count)
             return []
         out = self._replay_binary() if self.mode == UNDECIDED else []
         return out + self.inner.gap(lost, frame_before, frame_after)

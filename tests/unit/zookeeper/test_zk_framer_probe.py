@@ -69,6 +69,27 @@ def test_gap_in_text_reply_is_reported() -> None:
     assert [d.key for d in resp.diagnostics] == ["tcp.gap"]
 
 
+def test_gaps_and_retransmissions_in_a_text_reply_are_one_diagnostic_a_run() -> None:
+    # The reply waits for its end: a gap or a retransmission in each of its segments kept a
+    # diagnostic each until then.
+    c, s = pair()
+    c.feed(b"mntr", 1, 0.0)
+    s.feed(b"zk_version\t3.8\n", 2, 0.0)
+    for i in range(1000):
+        assert s.gap(1, 2 + i, 3 + i) == []
+    s.feed(b"zk_avg_latency\t0\n", 1002, 0.0)
+    assert s.gap(5, 1002, 1003) == []  # text came between: another gap
+    for i in range(1000):
+        s.overlap(2, 1003 + i)
+    [resp] = s.flush()
+    assert [d.message for d in resp.diagnostics] == [
+        "1000 bytes missing from the capture between frames 2 and 1002",
+        "5 bytes missing from the capture between frames 1002 and 1003",
+        "frames 1003-2002: 1000 retransmissions of 2000 bytes in all that differ from those first captured "
+        "(the first-seen bytes are used)",
+    ]
+
+
 def test_probe_scores() -> None:
     connect = frame(i32(0) + i64(0) + i32(30000) + i64(0) + buf(b"\0" * 16) + b"\0")
     assert DISSECTOR.probe(connect) == 0.9
