@@ -47,7 +47,12 @@ class Output:
         self.added += 1
 
     def stream_closed(self, stream: int) -> None:
-        self.closed_streams.add(stream)
+        closed = self.closed_streams
+        closed.add(stream)
+        if len(closed) > 2 * len(self.queue) + 64:
+            # Only those with messages queued matter: the others are forgotten (conversations
+            # that end one after another while a request waits would otherwise all be kept).
+            self.closed_streams = closed & {m.stream for m in self.queue}
 
     def release(self, final: bool) -> list[Message]:
         """The messages that may leave now (all of them if final)."""

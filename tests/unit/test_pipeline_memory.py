@@ -10,7 +10,7 @@ import zlib
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
-from pcapgen import TcpConn, ethernet, kafka_request, kafka_response
+from pcapgen import SYN, TcpConn, ethernet, kafka_request, kafka_response, tcp_ip
 
 from kdissect.capture.pcapfile import RawFrame
 from kdissect.dissect import matcher
@@ -188,3 +188,21 @@ def test_decoded_fields_count_as_well_as_decompressed_bytes() -> None:
     assert [dropped(m) for m in msgs] == [True, False, False]
     assert next(f for f in msgs[0].fields if f.name == "ops").label == "ops (not kept)"
     assert len(next(f for f in msgs[2].fields if f.name == "ops").children or ()) == 1000
+
+
+def test_conversations_ending_while_a_request_waits_are_not_all_remembered() -> None:
+    # A request no response answers holds the output back; meanwhile 1,000,000 conversations
+    # (the same ports reused by SYN after SYN, at one capture time) ended, and the output kept
+    # the number of each (102 MB for 70 MB).
+    c = TcpConn()
+    pkts = [(1.0, p) for p in c.handshake()]
+    pkts.append((1.0, c.segment(True, kafka_request(3, 1, 7, "x", b"\xff\xff\xff\xff"))))
+    pkts += [(1.0, tcp_ip("10.0.0.9", "10.0.0.8", 5555, 6666, 1000 + 7 * i, 0, SYN)) for i in range(5000)]
+    pipe = Pipeline()
+    for i, (ts, p) in enumerate(pkts):
+        frame = ethernet(p)
+        assert pipe.feed(RawFrame(i + 1, ts, 1, frame, len(frame))) == []
+    assert pipe.tcp.opened == 5001 and len(pipe.output.queue) == 1
+    assert len(pipe.output.closed_streams) <= 66
+    (msg,) = pipe.finish()
+    assert msg.summary.startswith("Metadata v1 request corr=7")
