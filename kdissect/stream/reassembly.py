@@ -7,7 +7,8 @@ Wireshark's default). Retransmissions, keep-alives and zero-window probes are ab
 Sequence numbers are compared modulo 2**32, so they may wrap.
 
 A gap is declared when the peer acknowledges bytes this side never showed us, when the
-out-of-order backlog grows past a bound, and at the end of the stream.
+out-of-order backlog grows past a bound, and at the end of the stream. The bytes delivered are
+kept, up to HISTORY of them, to compare retransmissions with, until the peer acknowledges them.
 """
 
 from __future__ import annotations
@@ -95,13 +96,20 @@ class Reassembler:
         return out
 
     def acked(self, ack: int) -> list[Event]:
-        """The peer acknowledged up to `ack`: anything before it that we lack is lost."""
+        """The peer acknowledged up to `ack`: anything before it that we lack is lost, and what
+        we delivered before it is no longer kept to compare retransmissions with (a peer
+        retransmits what it has not seen acknowledged)."""
         if self.next_seq is None:
             return []
         d = seq_diff(ack, self.next_seq)
         if self.fin_seq is not None and seq_diff(ack, self.fin_seq) > 0:
             d -= 1  # the FIN's sequence number is acknowledged too
-        if d <= 0 or d > 1 << 30:
+        if d <= 0:
+            hist = self.history
+            if len(hist) > -d:
+                del hist[: len(hist) + d]
+            return []
+        if d > 1 << 30:
             return []
         target = self.next_abs + d
         out: list[Event] = []
