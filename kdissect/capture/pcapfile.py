@@ -17,6 +17,7 @@ import stat
 import struct
 import sys
 import zlib
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
@@ -43,6 +44,39 @@ BYTE_ORDER_MAGICS = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}
 # power of ten (else 0): a time is then whole seconds + the rest * tick, as the classic format's
 # and the live capture's are, so the same instant gives the same float from every source.
 Interface = tuple[int, float, int, int]
+
+
+class Interfaces:
+    """The interfaces of a pcapng section, in four arrays (28 bytes each: a section may describe
+    millions of them), read as Interface tuples (None: a block too short to describe one)."""
+
+    __slots__ = ("_links", "_ticks", "_offsets", "_per_second", "_last")
+
+    def __init__(self) -> None:
+        self._links = array("i")  # -1: not described
+        self._ticks = array("d")
+        self._offsets = array("q")
+        self._per_second = array("q")
+        self._last: tuple[int, Interface | None] = (-1, None)  # the one looked up last
+
+    def append(self, iface: Interface | None) -> None:
+        link, tick, offset, per_second = iface if iface is not None else (-1, 0.0, 0, 0)
+        self._links.append(link)
+        self._ticks.append(tick)
+        self._offsets.append(offset)
+        self._per_second.append(per_second)
+
+    def __len__(self) -> int:
+        return len(self._links)
+
+    def __getitem__(self, i: int) -> Interface | None:
+        last = self._last
+        if last[0] == i:
+            return last[1]
+        link = self._links[i]
+        iface = None if link < 0 else (link, self._ticks[i], self._offsets[i], self._per_second[i])
+        self._last = (i, iface)
+        return iface
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,12 +299,12 @@ class CaptureFile:
     # -- pcapng ------------------------------------------------------------------------
 
     def _pcapng(self) -> Iterator[RawFrame]:
-        ifaces: list[Interface | None] = []  # None: an interface block too short to describe one
+        ifaces = Interfaces()
         number = 0
         skipped = 0
         for btype, body, order in self._blocks():
             if btype == 0x0A0D0D0A:  # a new section: interface ids start again
-                ifaces = []
+                ifaces = Interfaces()
             elif btype == 1:  # Interface Description Block
                 ifaces.append(parse_idb(body, order))
             elif btype in (6, 3, 2):
@@ -343,7 +377,7 @@ def parse_idb(body: bytes, order: str) -> Interface | None:
     return linktype, tick, offset, per_second
 
 
-def parse_packet_block(btype: int, body: bytes, order: str, ifaces: Sequence[Interface | None],
+def parse_packet_block(btype: int, body: bytes, order: str, ifaces: Sequence[Interface | None] | Interfaces,
                        number: int) -> RawFrame | None:
     """The frame of a packet block (type 6, 3 or 2); None when the block is too short or its
     interface is not described."""
