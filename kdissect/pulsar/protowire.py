@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any, NamedTuple, NoReturn
 
@@ -38,6 +38,7 @@ from kdissect.wire.varint import uvarint_at, zigzag
 
 VARINT, FIXED64, LEN, FIXED32 = 0, 1, 2, 5
 MAX_DEPTH = 24
+MAX_UNKNOWN_NOTED = 100  # unknown fields (of a message type, by number) noted one by one, per message
 
 # Scalar type -> wire type it is written with.
 WIRE_OF: dict[str, int] = {
@@ -86,9 +87,35 @@ class WalkContext:
     # to the cut; the error carries the fields read (DecodeError.partial).
     cut: int = -1
 
+    # Unknown fields noted (see unknown_field): (message, number, wire type) -> [its note's
+    # index in diags, how many times it came]; None: those past MAX_UNKNOWN_NOTED.
+    unknown: dict[tuple[str, int, int] | None, list[int]] = field(default_factory=dict)
+
     def note(self, name: str, text: str, offset: int) -> None:
         """The Pulsar diagnostic `name` (see pulsar/diagnostics.py)."""
         self.diags.append(DIAGNOSTICS(name, text, offset))
+
+    def unknown_field(self, message: str, number: int, wire: int, known: bool, offset: int) -> None:
+        """Note an unknown field (or one with an unexpected wire type): once per field of a
+        message type, with how many times it came, for MAX_UNKNOWN_NOTED fields at most; the
+        others in one note."""
+        key: tuple[str, int, int] | None = (message, number, wire)
+        if key not in self.unknown and len(self.unknown) >= MAX_UNKNOWN_NOTED:
+            key = None
+        seen = self.unknown.get(key)
+        if seen is None:
+            seen = self.unknown[key] = [len(self.diags), 0]
+            self.diags.append(DIAGNOSTICS("unknown_field", "", offset))
+        seen[1] += 1
+        times = seen[1]
+        if key is None:
+            text = f"{plural(times, 'more unknown field')} (of other numbers): kept raw"
+        else:
+            why = "with an unexpected wire type" if known else "unknown to protocol version 21"
+            text = f"{message} field {number} (wire type {wire}) {why}: kept raw"
+            if times > 1:
+                text += f" ({times} times)"
+        self.diags[seen[0]] = replace(self.diags[seen[0]], message=text)
 
     def out_of_fields(self, offset: int) -> bool:
         """Whether the message may decode no more fields (noted once); else one is counted."""
@@ -310,8 +337,7 @@ def _unknown(buf: bytes, pos: int, end: int, number: int, wire: int, at: int, me
         value, pos = bytes(buf[pos:stop]), stop
     else:
         raise BadValue(f"{message}: field {number} has unsupported wire type {wire}", at)
-    why = "with an unexpected wire type" if known else "unknown to protocol version 21"
-    ctx.note("unknown_field", f"{message} field {number} (wire type {wire}) {why}: kept raw", at)
+    ctx.unknown_field(message, number, wire, known, at)
     return Field(f"field_{number}", value, at, pos - at, hint=None if wire == VARINT else RAW), pos
 
 
