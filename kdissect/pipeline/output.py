@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable
 
 from kdissect.diagnostics import TRANSPORT
-from kdissect.model import SECRET, Field, Message, Row, tree_secret_ranges
+from kdissect.model import SECRET, Field, Message, Row, struct, tree_secret_ranges
 from kdissect.pipeline.counters import Counters
 from kdissect.text import plural
 
@@ -24,6 +24,7 @@ HELD_BYTES = 256 * 1024 * 1024
 # Row's column value (its value and its place in the Row's tuple).
 FIELD_BYTES = 128
 COLUMN_BYTES = 64
+KEPT_FIELDS = 64  # the fields at a message's root that it keeps when its body is dropped
 
 
 class Output:
@@ -154,10 +155,14 @@ class HeldBytes:
 
 
 def drop_body(m: Message, limit: int) -> None:
-    """Empty the structures and byte values of m's tree, with a diagnostic: what held messages
-    give up past the pipeline's budget. Redacted values stay (hex dumps mask their bytes)."""
+    """Empty the structures and byte values of m's tree, and keep its first KEPT_FIELDS fields
+    only (a message may have thousands at its root), with a diagnostic: what held messages give
+    up past the pipeline's budget. Redacted values stay (hex dumps mask their bytes)."""
+    fields, rest = m.fields[:KEPT_FIELDS], m.fields[KEPT_FIELDS:]
     m.fields = [f if type(f) is Field and f.children is None and not isinstance(f.value, bytes) else _emptied(f)
-                for f in m.fields]
+                for f in fields]
+    if rest:
+        m.fields.append(_emptied(struct("more", rest, label=f"{len(rest)} more fields")))
     m.add(TRANSPORT("pipeline.body_dropped",
                     f"decoded body not kept: the messages held waiting for responses hold more than "
                     f"{limit} bytes of data and decoded fields (the summary stays)"))
