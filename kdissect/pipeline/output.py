@@ -1,7 +1,8 @@
 """Ordered output: messages leave in capture order, and a request waiting for its response holds
-back the output behind it, up to HOLD_MESSAGES messages or HOLD_SECONDS of capture time, or
-until its conversation closes (`hold=False`: every message leaves at once). HeldBytes bounds the
-bytes of what is held: its data, decompressed data and decoded fields (`held_size`).
+back the output behind it, up to HOLD_MESSAGES messages, HOLD_BYTES of their PDUs or HOLD_SECONDS
+of capture time, or until its conversation closes (`hold=False`: every message leaves at once).
+HeldBytes bounds the bytes of what is held: its data, decompressed data and decoded fields
+(`held_size`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from kdissect.text import plural
 
 HOLD_MESSAGES = 2_000  # requests waiting for their response hold back output at most this long
 HOLD_SECONDS = 120.0  # ... or this much capture time
+HOLD_BYTES = 256 * 1024 * 1024  # ... or messages of this many bytes (their PDUs)
 # Bytes (held_size) that messages held back, and requests that may still wait for their
 # response, keep in all: past this the oldest lose their decoded bodies.
 HELD_BYTES = 256 * 1024 * 1024
@@ -35,6 +37,7 @@ class Output:
         self.held = held
         self.counters = counters
         self.queue: deque[Message] = deque()
+        self.queued = 0  # the PDU bytes of the messages in the queue
         self.added = 0  # messages added since the last release (the end of the queue)
         self.fresh: list[Message] = []  # those of them the last release held, not counted yet
         self.closed_streams: set[int] = set()  # closed conversations with messages queued
@@ -45,6 +48,7 @@ class Output:
         if msg.peer is not None and msg.peer.number:
             self.held.discard(msg.peer)  # released already: now nothing holds it for its response
         self.queue.append(msg)
+        self.queued += len(msg.data)
         self.added += 1
 
     def stream_closed(self, stream: int) -> None:
@@ -81,10 +85,11 @@ class Output:
         return ready
 
     def _expired(self, m: Message) -> bool:
-        return (len(self.queue) > HOLD_MESSAGES or m.stream in self.closed_streams
-                or self.now - m.ts_end > HOLD_SECONDS)
+        return (len(self.queue) > HOLD_MESSAGES or self.queued > HOLD_BYTES
+                or m.stream in self.closed_streams or self.now - m.ts_end > HOLD_SECONDS)
 
     def _number(self, m: Message) -> Message:
+        self.queued -= len(m.data)
         self.counters.messages += 1
         m.number = self.counters.messages
         if not _waits(m):
@@ -119,9 +124,10 @@ def held_size(m: Message) -> int:
 
 class HeldBytes:
     """The bytes (held_size) of the messages the pipeline holds back and of the requests that may
-    still wait in a pending-request table, oldest first. Past `limit` the oldest lose their
-    decoded bodies (summary, facts and diagnostics stay). Messages are held weakly: one that
-    nothing else keeps is forgotten."""
+    still wait in a pending-request table (up to thousands a connection: an acks=0 producer's are
+    never answered), oldest first. Past `limit` the oldest lose their decoded bodies (summary,
+    facts and diagnostics stay), and those that have left the output their bytes too. Messages
+    are held weakly: one that nothing else keeps is forgotten."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -141,6 +147,8 @@ class HeldBytes:
             oldest = ref()
             if oldest is not None:
                 drop_body(oldest, self.limit)
+                if oldest.number:  # it has left the output: its bytes are shown no more
+                    oldest.data = b""
 
     def discard(self, msg: Message) -> None:
         self._pop(id(msg))

@@ -15,7 +15,7 @@ from pcapgen import SYN, TcpConn, ethernet, kafka_request, kafka_response, tcp_i
 from kdissect.capture.pcapfile import RawFrame
 from kdissect.dissect import matcher
 from kdissect.model import Message, secret_ranges
-from kdissect.pipeline import Pipeline
+from kdissect.pipeline import Pipeline, output
 from kdissect.pipeline.output import KEPT_FIELDS
 from kdissect.rocketmq import encode as rocketmq
 from kdissect.stream.flow import Conversation
@@ -23,12 +23,13 @@ from kdissect.stream.flow import Conversation
 VALUE = 100_000
 
 
-def produce(corr: int) -> bytes:
-    """Produce v3 of one zstd batch whose record inflates to VALUE bytes (a few hundred on the wire)."""
-    b = DefaultRecordBatchBuilder(2, 4, False, -1, -1, -1, 1 << 20)
+def produce(corr: int, codec: int = 4, acks: int = 1) -> bytes:
+    """Produce v3 of one zstd batch whose record inflates to VALUE bytes (a few hundred on the wire),
+    or with `codec` 0 of VALUE bytes on the wire."""
+    b = DefaultRecordBatchBuilder(2, codec, False, -1, -1, -1, 1 << 20)
     b.append(0, 1700000000000, None, bytes(VALUE), [])
     records = bytes(b.build())
-    body = struct.pack(">hhi", -1, 1, 30000) + struct.pack(">ih", 1, 1) + b"t" + struct.pack(">i", 1)
+    body = struct.pack(">hhi", -1, acks, 30000) + struct.pack(">ih", 1, 1) + b"t" + struct.pack(">i", 1)
     body += struct.pack(">ii", 0, len(records)) + records
     return kafka_request(0, 3, corr, "p", body)
 
@@ -92,6 +93,82 @@ def test_a_released_request_still_pending_counts_until_answered() -> None:
     assert [dropped(m) for m in msgs] == [True, False, False]
 
 
+def test_requests_that_left_unanswered_count_with_their_bytes() -> None:
+    # An acks=0 producer's requests leave the output at once and are never answered: the pending
+    # table keeps up to thousands of them. Past the budget the oldest lose their bodies and bytes.
+    c = TcpConn()
+    pkts = [(100.0, p) for p in c.handshake()]
+    for i in range(6):
+        data = produce(i, codec=0, acks=0)
+        pkts += [(100.1 + i, c.segment(True, data[at:at + 50_000])) for at in range(0, len(data), 50_000)]
+    pipe = Pipeline()
+    pipe.held.limit = 250_000
+    msgs: list[Message] = []
+    for i, (ts, p) in enumerate(pkts):
+        frame = ethernet(p)
+        released = pipe.feed(RawFrame(i + 1, ts, 1, frame, len(frame)))
+        assert all(len(m.data) > VALUE and not dropped(m) for m in released)  # whole when they leave
+        msgs += released
+    msgs += pipe.finish()
+    assert [m.inflated for m in msgs] == [0] * 6 and all(not m.expects_response for m in msgs)
+    assert [dropped(m) for m in msgs][:3] == [True] * 3 and not dropped(msgs[-1])
+    assert all(len(m.data) == 0 for m in msgs if dropped(m)) and len(msgs[-1].data) > VALUE
+    assert pipe.held.total <= pipe.held.limit
+
+
+def test_a_request_never_answered_holds_back_a_bounded_number_of_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The messages behind a request waiting for its response are held back, in capture order, up
+    # to HOLD_BYTES of them too: then the request leaves unanswered and the output goes on.
+    monkeypatch.setattr(output, "HOLD_BYTES", 250_000)
+    c = TcpConn()
+    pkts = [(100.0, p) for p in c.handshake()]
+    pkts.append((100.05, c.segment(True, kafka_request(18, 0, 99, "a"))))  # never answered
+    for i in range(6):
+        data = produce(i, codec=0, acks=0)
+        pkts += [(100.1 + i, c.segment(True, data[at:at + 50_000])) for at in range(0, len(data), 50_000)]
+    pipe = Pipeline()
+    released: list[Message] = []
+    most = 0
+    for i, (ts, p) in enumerate(pkts):
+        frame = ethernet(p)
+        released += pipe.feed(RawFrame(i + 1, ts, 1, frame, len(frame)))
+        most = max(most, sum(len(m.data) for m in pipe.output.queue))
+    assert [m.info["op"] for m in released[:1]] == ["ApiVersions"] and released[0].match is None
+    assert len(released) >= 5 and most <= 250_000 + len(released[-1].data)
+    assert len(released + pipe.finish()) == 7
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
+
+
+def api_versions_with_tags(corr: int, tags: int) -> bytes:
+    """ApiVersions v3 whose tagged-field section holds `tags` empty unknown tags: 2 to 4 bytes on
+    the wire each, a field each in the tree."""
+    body = b"\x02x\x021" + _uvarint(tags) + b"".join(_uvarint(100 + t) + b"\x00" for t in range(tags))
+    payload = struct.pack(">hhih", 18, 3, corr, 1) + b"c" + b"\x00" + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def test_held_trees_count_by_their_fields() -> None:
+    # Requests held back (never answered) whose trees are far larger than their bytes: each
+    # counts by its fields, and past the budget the oldest lose their bodies.
+    c = TcpConn()
+    pkts = [(100.0, p) for p in c.handshake()]
+    pkts += [(100.1 + i, c.segment(True, api_versions_with_tags(i, 5_000))) for i in range(5)]
+    pipe = Pipeline()
+    pipe.held.limit = 2_500_000
+    msgs = feed(pipe, pkts)
+    assert all(len(m.data) < 20_000 for m in msgs)
+    assert [dropped(m) for m in msgs][:2] == [True, True] and not dropped(msgs[-1])
+    assert len(msgs[0].fields) == KEPT_FIELDS + 1 and len(msgs[-1].fields) > 5_000
+    assert msgs[0].fields[-1].name == "more"
+
+
 def test_messages_nothing_keeps_are_forgotten() -> None:
     c = TcpConn()
     pkts = [(100.0, p) for p in c.handshake()]
@@ -136,8 +213,9 @@ def test_redacted_values_stay_masked_when_a_body_is_dropped() -> None:
     pipe.held.limit = 150_000
     msgs = feed(pipe, pkts)
     assert [dropped(m) for m in msgs] == [True, True, False]
-    for m in msgs:
-        assert [m.data[at:at + n] for at, n in secret_ranges(m)] == [b"c2lnbmF0dXJl"]
+    for m in msgs:  # (a request that has left the output and lost its body loses its bytes too)
+        assert [m.data[at:at + n] for at, n in secret_ranges(m)] == [b"c2lnbmF0dXJl" if m.data else b""]
+    assert msgs[-1].data
 
 
 def test_the_conversations_of_a_capture_share_one_bound_on_pending_requests(monkeypatch: pytest.MonkeyPatch) -> None:
