@@ -210,6 +210,7 @@ def run(spark: Any, p: Plan, out: str, cfg: Config, fmt: str = "parquet", overwr
         local = driver_path(tmp, spark.sparkContext.master) if fmt == "parquet" else None
         if local is not None:  # the tasks write the tables as they decode
             counts = dict.fromkeys(TABLES, 0)
+            local = os.path.abspath(local)  # (the executors' working directories are their own)
             for table, n in decoded(spark, p, cfg, spark_io, counters, Writing(local)).collect():
                 counts[table] += n
             for name in TABLES:
