@@ -11,6 +11,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 
+from kdissect import accel
 from kdissect.diagnostics import TRANSPORT
 from kdissect.model import SECRET, Field, Message, Row, struct, tree_secret_ranges
 from kdissect.pipeline.counters import Counters
@@ -26,6 +27,9 @@ HELD_BYTES = 256 * 1024 * 1024
 # Row's column value (its value and its place in the Row's tuple).
 FIELD_BYTES = 128
 COLUMN_BYTES = 64
+# Releases (segments, most often) a message is held for before it counts: a request answered
+# within them never does.
+COUNT_AFTER = 16
 KEPT_FIELDS = 64  # the fields at a message's root that it keeps when its body is dropped
 
 
@@ -39,7 +43,9 @@ class Output:
         self.queue: deque[Message] = deque()
         self.queued = 0  # the PDU bytes of the messages in the queue
         self.added = 0  # messages added since the last release (the end of the queue)
-        self.fresh: list[Message] = []  # those of them the last release held, not counted yet
+        # What each of the last COUNT_AFTER releases held of the messages added before it, not
+        # counted yet (oldest first).
+        self.fresh: deque[list[Message]] = deque()
         self.closed_streams: set[int] = set()  # closed conversations with messages queued
         self.now = 0.0  # capture time of the last TCP segment
 
@@ -62,6 +68,7 @@ class Output:
     def release(self, final: bool) -> list[Message]:
         """The messages that may leave now (all of them if final)."""
         queue = self.queue
+        self._count()
         ready: list[Message] = []
         while queue:
             m = queue[0]
@@ -69,20 +76,29 @@ class Output:
             if waiting and not final and not self._expired(m):
                 break
             ready.append(self._number(queue.popleft()))
-        # A message is counted once it is still held at the release after the one that followed
-        # its decoding (in the queue, or a request that left it unanswered and waits in its
-        # pending table), so that one answered by the next segment, or leaving at once, never
-        # is: what is not counted is at most what the last segment decoded.
-        for m in self.fresh:
-            if not m.number or _waits(m):
-                self.held.add(m)
         added, self.added = self.added, 0
         queued = min(added, len(queue))
-        self.fresh = [m for m in ready[len(ready) - (added - queued):] if _waits(m)]
-        self.fresh += [queue[i] for i in range(len(queue) - queued, len(queue))]
+        if final:
+            self.fresh.clear()
+        else:
+            batch = [m for m in ready[len(ready) - (added - queued):] if _waits(m)]
+            batch += [queue[i] for i in range(len(queue) - queued, len(queue))]
+            self.fresh.append(batch)
         if (final or not queue) and self.closed_streams:
             self.closed_streams.clear()  # it concerns only messages held back
         return ready
+
+    def _count(self) -> None:
+        """A message is counted once it is still held COUNT_AFTER releases after the one that
+        followed its decoding (in the queue, or a request that left it unanswered and waits in
+        its pending table), so that one answered within a few segments, or leaving at once,
+        never is: what is not counted is at most what the last COUNT_AFTER segments decoded.
+        Counting comes before a release, so that what it drops is never a message about to
+        leave."""
+        if len(self.fresh) >= COUNT_AFTER:
+            for m in self.fresh.popleft():
+                if not m.number or _waits(m):
+                    self.held.add(m)
 
     def _expired(self, m: Message) -> bool:
         return (len(self.queue) > HOLD_MESSAGES or self.queued > HOLD_BYTES
@@ -183,3 +199,6 @@ def _emptied(f: Field) -> Field:
     secrets = [Field("redacted", f"<redacted {plural(n, 'byte')}>", at, n, None, SECRET)
                for at, n in tree_secret_ranges([f])]
     return Field(f.name, None, f.offset, f.length, secrets, f.hint, None, label)
+
+
+accel.bind(globals(), "kdissect.pipeline._output", ("held_size",))

@@ -37,6 +37,13 @@ def produce(corr: int, codec: int = 4, acks: int = 1) -> bytes:
 PRODUCE_RESPONSE = struct.pack(">ih", 1, 1) + b"t" + struct.pack(">iihqq", 1, 0, 0, 0, -1) + struct.pack(">i", 0)
 
 
+@pytest.fixture(autouse=True)
+def count_at_once(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests feed a few segments: a message held counts from the release after the next."""
+    if "count_after" not in request.keywords:
+        monkeypatch.setattr(output, "COUNT_AFTER", 1)
+
+
 def feed(pipe: Pipeline, pkts: list[tuple[float, bytes]]) -> list[Message]:
     out: list[Message] = []
     for i, (ts, p) in enumerate(pkts):
@@ -307,3 +314,22 @@ def test_a_dropped_body_keeps_few_fields_at_its_root() -> None:
     more = msgs[0].fields[-1]
     assert (more.name, more.label, more.children) == ("more", f"{5003 - KEPT_FIELDS} more fields (not kept)", [])
     assert msgs[0].summary == msgs[1].summary == "PING"
+
+
+@pytest.mark.count_after
+def test_a_request_counts_only_once_held_for_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A request answered within COUNT_AFTER segments never counts (nor walks its tree); one
+    # still waiting after them does.
+    counted: list[Message] = []
+    c = TcpConn()
+    pkts = [(100.0, p) for p in c.handshake()]
+    pkts.append((100.1, c.segment(True, produce(1))))
+    pkts += [(100.2 + i, c.segment(True, kafka_request(18, 0, 100 + i, "a"))) for i in range(output.COUNT_AFTER - 2)]
+    pkts.append((100.9, c.segment(False, kafka_response(1, PRODUCE_RESPONSE))))
+    pkts.append((101.0, c.segment(True, produce(2))))
+    pkts += [(101.1 + i, c.segment(True, kafka_request(18, 0, 200 + i, "a"))) for i in range(output.COUNT_AFTER + 1)]
+    pipe = Pipeline()
+    add = pipe.held.add
+    monkeypatch.setattr(pipe.held, "add", lambda m: (counted.append(m), add(m)))
+    feed(pipe, pkts)
+    assert [m.info["corr"] for m in counted if m.info.get("op") == "Produce" and m.kind == "request"] == [2]

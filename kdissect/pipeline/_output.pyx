@@ -1,0 +1,34 @@
+"""The compiled twin of pipeline/output.py's held_size (see kdissect/accel.py): the same count of
+a message's decoded fields, its tree walked with the slots read directly (kdissect/_model.pxd)."""
+
+from kdissect._model cimport F_CHILDREN, R_KIDS, R_VALUES, read_slot, reads_field_slots, reads_row_slots
+
+from kdissect.model import Field, Row
+from kdissect.pipeline import output as _output
+
+cdef Py_ssize_t FIELD_BYTES = _output.FIELD_BYTES
+cdef Py_ssize_t COLUMN_BYTES = _output.COLUMN_BYTES
+
+
+def held_size(m):
+    """output.held_size(m)."""
+    cdef list stack = list(m.fields)
+    cdef Py_ssize_t fields = 0, columns = 0
+    cdef object f, kids, v
+    while stack:
+        f = stack.pop()
+        fields += 1
+        if type(f) is Row:
+            kids = read_slot(f, reads_row_slots(f), R_KIDS, "_kids")
+            if kids is None:  # the Row's columns, without building its fields
+                for v in read_slot(f, reads_row_slots(f), R_VALUES, "values"):
+                    if isinstance(v, Field):
+                        stack.append(v)
+                    else:
+                        columns += 1
+                continue
+        else:
+            kids = read_slot(f, reads_field_slots(f), F_CHILDREN, "children")
+        if kids:
+            stack.extend(kids)
+    return len(m.data) + m.inflated + fields * FIELD_BYTES + columns * COLUMN_BYTES
