@@ -10,7 +10,7 @@ import zlib
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
-from pcapgen import SYN, TcpConn, ethernet, kafka_request, kafka_response, tcp_ip
+from pcapgen import SYN, TcpConn, api_versions_with_tags, ethernet, kafka_request, kafka_response, tcp_ip
 
 from kdissect.capture.pcapfile import RawFrame
 from kdissect.dissect import matcher
@@ -143,22 +143,6 @@ def test_a_request_never_answered_holds_back_a_bounded_number_of_bytes(monkeypat
     assert [m.info["op"] for m in released[:1]] == ["ApiVersions"] and released[0].match is None
     assert len(released) >= 5 and most <= 250_000 + len(released[-1].data)
     assert len(released + pipe.finish()) == 7
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    return bytes(out + bytes([n]))
-
-
-def api_versions_with_tags(corr: int, tags: int) -> bytes:
-    """ApiVersions v3 whose tagged-field section holds `tags` empty unknown tags: 2 to 4 bytes on
-    the wire each, a field each in the tree."""
-    body = b"\x02x\x021" + _uvarint(tags) + b"".join(_uvarint(100 + t) + b"\x00" for t in range(tags))
-    payload = struct.pack(">hhih", 18, 3, corr, 1) + b"c" + b"\x00" + body
-    return struct.pack(">i", len(payload)) + payload
 
 
 def test_held_trees_count_by_their_fields() -> None:

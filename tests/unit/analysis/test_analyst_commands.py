@@ -4,13 +4,12 @@ against the JSON export."""
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 
 import pytest
 from analysis_support import capture, export, run
 from click.testing import CliRunner
-from pcapgen import Pkt, TcpConn, ethernet, write_pcap
+from pcapgen import Pkt, TcpConn, api_versions_with_tags, ethernet, write_pcap
 
 from kdissect.analysis.fieldkeys import MAX_KEYS
 from kdissect.cli import cli
@@ -100,24 +99,13 @@ def test_protocols_and_fields() -> None:
     assert "kdissect.rtt_ms\t" in common
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    return bytes(out + bytes([n]))
-
-
 def test_fields_from_a_capture_lists_a_bounded_number_of_keys(tmp_path: Path) -> None:
     # Kafka names an unknown tagged field by its tag (kafka.tag_N): 5 requests of 4,000 tags each,
     # 80 KB, would make 20,000 keys. The first MAX_KEYS are listed, a note says what was not.
     c = TcpConn()
     pkts = [Pkt(0.0, ethernet(p)) for p in c.handshake()]
     for i in range(5):
-        tags = b"".join(_uvarint(1000 + 4000 * i + j) + b"\x00" for j in range(4000))
-        body = b"\x02x\x021" + _uvarint(4000) + tags  # ApiVersions v3: software name, version, tagged fields
-        payload = struct.pack(">hhih", 18, 3, i, 1) + b"c" + b"\x00" + body
-        pkts.append(Pkt(0.1 + i, ethernet(c.segment(True, struct.pack(">i", len(payload)) + payload))))
+        pkts.append(Pkt(0.1 + i, ethernet(c.segment(True, api_versions_with_tags(i, 4000, 1000 + 4000 * i)))))
     path = tmp_path / "tags.pcap"
     write_pcap(str(path), pkts)
     res = CliRunner().invoke(cli, ["fields", "kafka", "--from", str(path), "-F", "json"], catch_exceptions=False)
