@@ -43,9 +43,14 @@ class Output:
         self.queue: deque[Message] = deque()
         self.queued = 0  # the PDU bytes of the messages in the queue
         self.added = 0  # messages added since the last release (the end of the queue)
-        # What each of the last COUNT_AFTER releases held of the messages added before it, not
-        # counted yet (oldest first).
-        self.fresh: deque[list[Message]] = deque()
+        # Counting (_count): the messages added at each of the last releases (COUNT_AFTER - 1 of
+        # them) and their sum; how many at the front of the queue are counted; the requests that
+        # left it unanswered, with the release that numbered them.
+        self.recent: deque[int] = deque()
+        self.recent_total = 0
+        self.counted = 0
+        self.left: deque[tuple[int, Message]] = deque()
+        self.releases = 0
         self.closed_streams: set[int] = set()  # closed conversations with messages queued
         self.now = 0.0  # capture time of the last TCP segment
 
@@ -76,29 +81,38 @@ class Output:
             if waiting and not final and not self._expired(m):
                 break
             ready.append(self._number(queue.popleft()))
-        added, self.added = self.added, 0
-        queued = min(added, len(queue))
+        self.releases += 1
+        recent = self.recent
+        recent.append(self.added)
+        self.recent_total += self.added
+        self.added = 0
+        while len(recent) >= COUNT_AFTER:
+            self.recent_total -= recent.popleft()
         if final:
-            self.fresh.clear()
-        else:
-            batch = [m for m in ready[len(ready) - (added - queued):] if _waits(m)]
-            batch += [queue[i] for i in range(len(queue) - queued, len(queue))]
-            self.fresh.append(batch)
+            self.left.clear()
         if (final or not queue) and self.closed_streams:
             self.closed_streams.clear()  # it concerns only messages held back
         return ready
 
     def _count(self) -> None:
-        """A message is counted once it is still held COUNT_AFTER releases after the one that
-        followed its decoding (in the queue, or a request that left it unanswered and waits in
-        its pending table), so that one answered within a few segments, or leaving at once,
-        never is: what is not counted is at most what the last COUNT_AFTER segments decoded.
-        Counting comes before a release, so that what it drops is never a message about to
-        leave."""
-        if len(self.fresh) >= COUNT_AFTER:
-            for m in self.fresh.popleft():
-                if not m.number or _waits(m):
-                    self.held.add(m)
+        """A message is counted once it is still held COUNT_AFTER releases after its decoding
+        (in the queue: those at its front but the last releases' additions; or a request that
+        left it unanswered and waits in its pending table, COUNT_AFTER releases after it left),
+        so that one answered within a few segments, or leaving at once, never is: what is not
+        counted is at most what the last COUNT_AFTER segments decoded. Counting comes before a
+        release, so that what it drops is never a message about to leave."""
+        queue = self.queue
+        old = len(queue) - self.recent_total - self.added
+        if old > self.counted:
+            held = self.held
+            for i in range(self.counted, old):
+                held.add(queue[i])
+            self.counted = old
+        left = self.left
+        while left and self.releases - left[0][0] >= COUNT_AFTER:
+            m = left.popleft()[1]
+            if _waits(m):
+                self.held.add(m)
 
     def _expired(self, m: Message) -> bool:
         return (len(self.queue) > HOLD_MESSAGES or self.queued > HOLD_BYTES
@@ -106,10 +120,14 @@ class Output:
 
     def _number(self, m: Message) -> Message:
         self.queued -= len(m.data)
+        if self.counted:
+            self.counted -= 1
         self.counters.messages += 1
         m.number = self.counters.messages
         if not _waits(m):
-            self.held.discard(m)  # a request still unanswered may wait in its pending table
+            self.held.discard(m)
+        else:  # a request still unanswered may wait in its pending table
+            self.left.append((self.releases, m))
         return m
 
 
