@@ -36,7 +36,13 @@ from typing import Any, Protocol
 from kdissect.errors import KdissectError, UsageError
 from kdissect.spark.inputs import FileList, driver_path, hadoop_files, hadoop_head
 from kdissect.spark.progress import Counters, Progress
-from kdissect.spark.schema import PARTITION_COLUMNS, RECORD_MESSAGE_COLUMNS, combined_columns, layer_ddl
+from kdissect.spark.schema import (
+    LAYERS,
+    PARTITION_COLUMNS,
+    RECORD_MESSAGE_COLUMNS,
+    combined_columns,
+    layer_ddl,
+)
 from kdissect.spark.session import cancel_on_interrupt, hadoop_errors
 from kdissect.spark.split import Capture, capture, decode_ranges
 from kdissect.spark.sqltypes import ddl
@@ -44,7 +50,7 @@ from kdissect.spark.tablefiles import Writing
 from kdissect.spark.units import Piece, Unit, plan, split_size
 from kdissect.spark.worker import Config, combined, local_path
 
-TABLES = ("messages", "transactions", "records")
+TABLES = LAYERS
 STAGING = ".kdissect-tmp-"
 ASIDE = ".kdissect-old-"
 SETTLE_SECONDS = 10.0
@@ -219,6 +225,7 @@ def run(spark: Any, p: Plan, out: str, cfg: Config, fmt: str = "parquet", overwr
         else:
             df = decoded(spark, p, cfg, spark_io, counters).persist(StorageLevel.DISK_ONLY)
             counts = _write(df, tmp, fmt, check, progress)
+            df.unpersist()  # (the views read the tables written)
     for held in p.cached:  # the combined rows are cached themselves
         held.unpersist()
     p.cached.clear()

@@ -12,15 +12,15 @@ here, never by kdissect's core.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from kdissect.spark.schema import PARTITION_COLUMNS, RECORD_MESSAGE_COLUMNS, layer_columns
+from kdissect.spark.schema import LAYERS, PARTITION_COLUMNS, RECORD_MESSAGE_COLUMNS, layer_columns
 from kdissect.spark.sqltypes import Columns, arrow_schema, ddl
 
-TABLES = ("messages", "transactions", "records")
 COUNT_COLUMNS: Columns = (("table", "string"), ("rows", "bigint"))
 MESSAGE_OF_RECORD = tuple(name for name, _ in RECORD_MESSAGE_COLUMNS)
 
@@ -48,14 +48,9 @@ def split(batch: Any) -> dict[str, Any]:
     return out
 
 
-_SCHEMAS: dict[str, Any] = {}
-
-
+@functools.cache
 def _schema(table: str) -> Any:
-    s = _SCHEMAS.get(table)
-    if s is None:
-        s = _SCHEMAS[table] = arrow_schema(layer_columns(table))
-    return s
+    return arrow_schema(layer_columns(table))
 
 
 class TableFiles:
@@ -64,7 +59,7 @@ class TableFiles:
     def __init__(self, root: str, name: str) -> None:
         self.root = root
         self.name = name
-        self.counts = dict.fromkeys(TABLES, 0)
+        self.counts = dict.fromkeys(LAYERS, 0)
         self._writers: dict[tuple[Any, ...], Any] = {}
 
     def add(self, batch: Any) -> None:

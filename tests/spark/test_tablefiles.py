@@ -18,9 +18,10 @@ import pyarrow.dataset as ds  # noqa: E402
 from kdissect.pipeline import dissect_file  # noqa: E402
 from kdissect.protocols import DissectorRegistry  # noqa: E402
 from kdissect.spark import rows  # noqa: E402
+from kdissect.spark.schema import LAYERS as TABLES  # noqa: E402
 from kdissect.spark.schema import PARTITION_COLUMNS, combined_columns, layer_columns  # noqa: E402
 from kdissect.spark.sqltypes import arrow_schema  # noqa: E402
-from kdissect.spark.tablefiles import TABLES, TableFiles  # noqa: E402
+from kdissect.spark.tablefiles import TableFiles  # noqa: E402
 from kdissect.spark.worker import batches  # noqa: E402
 
 INPUTS = [CAPTURES / "kafka" / "mock_ck_transactions.pcap", CAPTURES / "kafka" / "expert_healthy.pcap",
