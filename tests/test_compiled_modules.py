@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -176,11 +177,81 @@ def test_the_compiled_path_loads_the_compiled_modules() -> None:
 
 
 def test_no_compiled_module_is_older_than_its_source() -> None:
-    """An extension beside a module runs instead of its source: after an edit, rebuild it
-    (`python setup.py build_ext --inplace`), or run with KDISSECT_PURE=1."""
+    """An extension beside a module runs instead of its source: after an edit of the module or
+    of its .pxd, rebuild it (`python setup.py build_ext --inplace`), or run with KDISSECT_PURE=1."""
     stale = []
     for module in compiled_modules():
         source = ROOT / "kdissect" / (module.replace(".", "/") + ".py")
+        pxd = source.with_suffix(".pxd")
+        changed = max(source.stat().st_mtime, pxd.stat().st_mtime if pxd.exists() else 0)
         built = [p for suffix in EXTENSION_SUFFIXES for p in [source.with_name(source.stem + suffix)] if p.exists()]
-        stale += [b.name for b in built if b.stat().st_mtime < source.stat().st_mtime]
+        stale += [b.name for b in built if b.stat().st_mtime < changed]
     assert not stale, f"compiled before their source last changed (rebuild them): {stale}"
+
+
+# -- classes laid out in C ------------------------------------------------------------------
+# A .pxd beside a compiled module declares some of its classes as extension types: their
+# attributes are C slots, which the module's own methods read and write directly. The .pxd must
+# declare exactly the attributes the class has (its __slots__, or what its methods assign).
+
+_PXD_CLASS = re.compile(r"^cdef class (\w+)(?:\([\w.]+\))?:\s*$")
+_PXD_ATTRS = re.compile(r"^\s+cdef (?:public )?object ([\w, ]+)$")
+
+
+def _pxd_classes() -> dict[str, dict[str, set[str]]]:
+    """module -> class -> the attributes its .pxd declares."""
+    found: dict[str, dict[str, set[str]]] = {}
+    for module in compiled_modules():
+        pxd = ROOT / "kdissect" / (module.replace(".", "/") + ".pxd")
+        if not pxd.exists():
+            continue
+        classes: dict[str, set[str]] = {}
+        current: set[str] | None = None
+        for line in pxd.read_text().splitlines():
+            if m := _PXD_CLASS.match(line):
+                current = classes.setdefault(m.group(1), set())
+            elif (m := _PXD_ATTRS.match(line)) and current is not None:
+                current |= {a.strip() for a in m.group(1).split(",")}
+            elif line.strip() and not line.startswith(("#", " ")):
+                raise AssertionError(f"{pxd.name}: a line this test does not read: {line!r}")
+        found[module] = classes
+    return found
+
+
+def _class_attributes(node: ast.ClassDef) -> set[str]:
+    for stmt in node.body:
+        if isinstance(stmt, ast.Assign) and getattr(stmt.targets[0], "id", None) == "__slots__":
+            return set(ast.literal_eval(stmt.value))
+    return {t.attr for fn in node.body if isinstance(fn, ast.FunctionDef) for n in ast.walk(fn)
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign | ast.AugAssign) else [])
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+
+
+def test_each_pxd_declares_exactly_its_class_attributes() -> None:
+    declared = _pxd_classes()
+    assert declared, "no compiled module has a .pxd"
+    for module, classes in declared.items():
+        tree = ast.parse((ROOT / "kdissect" / (module.replace(".", "/") + ".py")).read_text())
+        defined = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+        for name, attrs in classes.items():
+            assert name in defined, f"{module}.pxd declares {name}, which {module}.py does not define"
+            node = defined[name]
+            assert not node.bases, f"{module}.{name}: an extension type's base must be another one"
+            has = _class_attributes(node)
+            assert has == attrs, f"{module}.{name}: the .pxd declares {sorted(attrs)}, the class has {sorted(has)}"
+
+
+def test_the_classes_of_a_pxd_are_extension_types_when_compiled() -> None:
+    code = ("import importlib, json; "
+            f"d = {{m: sorted(c) for m, c in {_pxd_classes()!r}.items()}}; "
+            "print(json.dumps({f'{m}.{c}': bool(getattr(importlib.import_module('kdissect.' + m), c).__flags__ & (1 << 9)) "
+            "for m, cs in d.items() for c in cs}))")
+    for pure in (False, True):
+        env = {**os.environ, "KDISSECT_PURE": "1" if pure else "0"}
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert r.returncode == 0, r.stderr
+        heap = json.loads(r.stdout)
+        if not pure and _origins(pure=False)["kdissect.pipeline.core"].endswith(".py"):
+            pytest.skip("the compiled core is not built (no C compiler at install time)")
+        # A heap type is a class defined by Python code; an extension type's layout is C's.
+        assert all(heap.values()) if pure else not any(heap.values()), heap

@@ -1,0 +1,6 @@
+cdef class Budget:
+    cdef public object inflate_left, inflate_limit, inflated, elements_left, elements_limit
+    cdef public object entries_left, entries_limit, _said
+
+cdef class ConversationState:
+    cdef public object pending, capture

@@ -1,0 +1,2 @@
+cdef class Ctx:
+    cdef public object opts, errors, topics, groups, diags, records, state, version, budget

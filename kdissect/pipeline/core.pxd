@@ -1,0 +1,2 @@
+cdef class Pipeline:
+    cdef public object counters, shared, held, output, observers, tcp

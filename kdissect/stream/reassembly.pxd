@@ -1,0 +1,3 @@
+cdef class Reassembler:
+    cdef public object next_seq, next_abs, backlog, order, backlog_bytes, history, last_frame
+    cdef public object fin_seq

@@ -1,0 +1,2 @@
+cdef class WireReader:
+    cdef public object buf, pos, end
