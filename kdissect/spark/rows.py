@@ -198,6 +198,11 @@ def payload_bytes(row: Row) -> int:
     return sum(len(r.get("value") or b"") + len(r.get("key") or b"") for r in recs)
 
 
+def columns(rows: list[Row], names: list[str]) -> list[list[Any]]:
+    """The rows' values column by column (None where a row has no such key)."""
+    return [[row.get(name) for row in rows] for name in names]
+
+
 def combined_row(m: Message, max_bytes: int = 256) -> Row:
     """One pass for all three tables: the message row with its records (their own columns:
     schema.combined_columns) and transaction."""
@@ -214,4 +219,4 @@ LAYER_ROWS = {
 }
 
 
-accel.bind(globals(), "kdissect.spark._rows", ("project", "message_row", "transaction_row"))
+accel.bind(globals(), "kdissect.spark._rows", ("project", "message_row", "transaction_row", "columns"))

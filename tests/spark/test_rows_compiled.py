@@ -32,7 +32,7 @@ except ImportError:
     pytest.skip("the compiled twin kdissect.spark._rows is not built "
                 "(cythonize it or pip install the project with a C compiler)", allow_module_level=True)
 
-NAMES = ("project", "message_row", "transaction_row")
+NAMES = ("project", "message_row", "transaction_row", "columns")
 PURE = {name: accel.pure("kdissect.spark.rows", name) for name in NAMES}
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -89,6 +89,22 @@ def test_captured_messages_give_the_same_rows() -> None:
     assert seen == set(names())
     for m in msgs[::5]:
         same("message_row", m, 8, message_dict(m, 8))
+
+
+def test_captured_rows_give_the_same_columns_and_arrow_batches() -> None:
+    pa = pytest.importorskip("pyarrow")
+    from kdissect.spark.schema import combined_columns
+    from kdissect.spark.sqltypes import arrow_schema
+    from kdissect.spark.worker import batches
+
+    table = [rows.combined_row(m) for m in captured()]
+    names_ = [*arrow_schema(combined_columns()).names, "no such column"]
+    assert same("columns", table, names_)[0] == "ok"
+    assert same("columns", [*table[:3], {"kind": 1}, "not a row"], names_)[0] == "raised"
+    # Column by column, the batches are those pyarrow builds from the rows.
+    schema = arrow_schema(combined_columns())
+    got = pa.Table.from_batches(list(batches(iter(table), combined_columns())), schema=schema)
+    assert got.equals(pa.Table.from_pylist(table, schema=schema))
 
 
 def projections() -> list[rows.Compiled]:
