@@ -196,7 +196,9 @@ def decode_options(f: F) -> F:
                           f"{TEXT_MAX_BYTES} in text output; whole values in export and spark."),
         click.option("--max-decompressed", type=click.IntRange(1024), default=64 * 1024 * 1024,
                      show_default=True,
-                     help="Cap on the decompressed bytes of one message, all its payloads together."),
+                     help="Cap on the decompressed bytes of one message, all its payloads together. A "
+                          "capture's messages together may decompress four times this, plus 100 bytes "
+                          "for every byte they carry."),
         click.option("--show-secrets", is_flag=True,
                      help="Show SASL passwords, proofs, auth tokens and ACL signatures instead of redacting "
                           "them (and masking their bytes in hex dumps)."),

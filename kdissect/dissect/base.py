@@ -45,30 +45,68 @@ DEFAULT_OPTIONS = Options()
 # a message's tree stops growing, with a diagnostic, which bounds the memory one message takes.
 MAX_ELEMENTS = 100_000
 MAX_ENTRIES = 100_000
+# What the messages of a capture may decompress in all: CAPTURE_MESSAGES messages' worth of
+# Options.max_decompressed, plus DECOMPRESSION_RATIO bytes for every byte of the messages the
+# capture has carried so far. Real traffic compresses a few times, rarely a hundred; a capture of
+# compression bombs (kilobytes that each inflate to a message's whole budget) then costs work in
+# proportion to its size.
+CAPTURE_MESSAGES = 4
+DECOMPRESSION_RATIO = 100
+
+
+class Inflation:
+    """What the messages of a capture decompressed (`spent`) and the bytes they carried (a
+    CaptureState object)."""
+
+    __slots__ = ("carried", "spent")
+
+    def __init__(self) -> None:
+        self.carried = 0
+        self.spent = 0
 
 
 class Budget:
     """What decoding one message may still spend, shared by all of its parts (every partition,
     batch, entry or stored message): Options.max_decompressed bytes of decompressed output for
-    the whole message, MAX_ELEMENTS elements and MAX_ENTRIES entries. `inflated` counts the
-    decompressed bytes the message keeps (Message.inflated)."""
+    the whole message, within what is left of the capture's (Inflation, when the message belongs
+    to one), MAX_ELEMENTS elements and MAX_ENTRIES entries. `inflated` counts the decompressed
+    bytes the message keeps (Message.inflated)."""
 
     __slots__ = ("inflate_left", "inflate_limit", "inflated", "elements_left", "elements_limit",
-                 "entries_left", "entries_limit", "_said")
+                 "entries_left", "entries_limit", "_said", "_own_left", "_capture", "_capture_limit")
 
-    def __init__(self, opts: Options | None = None) -> None:
+    def __init__(self, opts: Options | None = None, capture: CaptureState | None = None) -> None:
         self.inflate_limit = (opts or DEFAULT_OPTIONS).max_decompressed
-        self.inflate_left = self.inflate_limit
+        self._own_left = self.inflate_limit
+        self._capture = capture.get(Inflation) if capture is not None else None
+        self._capture_limit = CAPTURE_MESSAGES * self.inflate_limit
+        self.inflate_left = self._left()
         self.inflated = 0
         self.elements_limit = self.elements_left = MAX_ELEMENTS
         self.entries_limit = self.entries_left = MAX_ENTRIES
         self._said: set[str] = set()
 
+    def _left(self) -> int:
+        c = self._capture
+        if c is None:
+            return self._own_left
+        return max(0, min(self._own_left, self._capture_limit + DECOMPRESSION_RATIO * c.carried - c.spent))
+
     def spend(self, produced: int, kept: bool) -> None:
         """Decompressed output of `produced` bytes, kept by the message or thrown away."""
-        self.inflate_left = max(0, self.inflate_left - produced)
+        self._own_left = max(0, self._own_left - produced)
+        if self._capture is not None:
+            self._capture.spent += produced
+        self.inflate_left = self._left()
         if kept:
             self.inflated += produced
+
+    def which(self) -> str:
+        """The budget that bounds what is left: the message's, or the capture's."""
+        if self.inflate_left < self._own_left:
+            return (f"the capture's decompression budget ({CAPTURE_MESSAGES} messages' "
+                    f"{self.inflate_limit} bytes, plus {DECOMPRESSION_RATIO} bytes a byte of its messages)")
+        return f"the message's {self.inflate_limit}-byte decompression budget"
 
     def elements(self, n: int) -> int:
         """How many of n elements may still be decoded; they are spent."""
@@ -242,6 +280,7 @@ def run_dissector(d: Dissector, msg: Message, state: ConversationState, opts: Op
     that were not decoded. What was decoded before the break stays: the fields the error's
     `partial` still carries are appended, and a summary the dissector already set gets
     " (malformed)". Any other exception is a bug and propagates."""
+    state.capture.get(Inflation).carried += len(msg.data)
     try:
         d.dissect(msg, state, opts)
     except DecodeError as e:

@@ -75,9 +75,9 @@ DIAGNOSTICS = Catalogue("kafka", "Kafka", (
     ("records.codec_unavailable", WARNING, Group.UNDECODED,
      "a compressed batch whose codec library is not installed: its records are not decoded"),
     ("records.decompression_cap", WARNING, Group.UNDECODED,
-     "a compressed batch whose output would pass what is left of the message's decompression budget "
-     "(--max-decompressed; a decompression bomb?): its records are not decoded"),
+     "a compressed batch whose output would pass what is left of the message's or the capture's "
+     "decompression budget (--max-decompressed; a decompression bomb?): its records are not decoded"),
     ("records.decompression_budget", WARNING, Group.UNDECODED,
-     "the message has used its decompression budget (--max-decompressed): compressed records after "
-     "this point are not decoded"),
+     "the message or the capture has used its decompression budget (--max-decompressed): compressed "
+     "records after this point are not decoded"),
 ))

@@ -297,7 +297,7 @@ class KafkaDissector:
               opts: Options, state: KafkaConversation) -> None:
         if opts.teach_only and api_key != SASL_HANDSHAKE and not topicids.teaches(api_key, is_request, version):
             return  # teaches nothing; a SaslHandshake answer changes how the conversation goes on
-        budget = Budget(opts)
+        budget = Budget(opts, state.capture)
         body = kbody.decode_body(api_key, version, is_request, r, opts, state, budget)
         msg.inflated += budget.inflated
         if api_key == SASL_HANDSHAKE and version == 0 and not is_request and body.info.get("error_code") == 0:

@@ -57,8 +57,7 @@ class Ctx:
         if b.inflate_left <= 0:
             if b.first("kafka.records.decompression_budget"):
                 self.add("records.decompression_budget",
-                         f"the message has used its {b.inflate_limit}-byte decompression budget: "
-                         "compressed records from here on are not decoded", offset)
+                         f"{b.which()} is spent: compressed records from here on are not decoded", offset)
             return None
         left = b.inflate_left
         try:
@@ -74,8 +73,7 @@ class Ctx:
                 self.add("records.decompress", f"{codec_name(codec)} payload: {e}", offset)
                 return None
             why = str(e) if left == b.inflate_limit else (
-                f"{codec_name(codec)} output exceeds the {left} bytes left of the message's "
-                f"{b.inflate_limit}-byte decompression budget")
+                f"{codec_name(codec)} output exceeds the {left} bytes left of {b.which()}")
             self.add("records.decompression_cap",
                      f"{why} (a decompression bomb?): records not decoded", offset)
             return None

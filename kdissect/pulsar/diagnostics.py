@@ -37,8 +37,8 @@ DIAGNOSTICS = Catalogue("pulsar", "Pulsar", (
     ("encrypted", NOTE, Group.COMMENT,
      "an end-to-end encrypted payload (its encryption keys are named): its content is not decoded"),
     ("decompress_cap", WARNING, Group.UNDECODED,
-     "a compressed payload whose announced uncompressed size passes what is left of the message's "
-     "decompression budget (--max-decompressed): not decompressed"),
+     "a compressed payload whose announced uncompressed size passes what is left of the message's or "
+     "the capture's decompression budget (--max-decompressed): not decompressed"),
     ("codec_unavailable", WARNING, Group.UNDECODED,
      "a compressed payload whose codec library is not installed: not decoded"),
     ("decompress", ERROR, Group.MALFORMED,

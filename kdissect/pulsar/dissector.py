@@ -100,7 +100,7 @@ class PulsarDissector:
     def dissect(self, msg: Message, state: ConversationState, opts: Options) -> None:
         if not isinstance(state, PulsarConversation):
             raise TypeError("the Pulsar dissector needs the state its new_state() returns")
-        ctx = WalkContext(redact=frozenset() if opts.show_secrets else SECRETS, budget=Budget(opts))
+        ctx = WalkContext(redact=frozenset() if opts.show_secrets else SECRETS, budget=Budget(opts, state.capture))
         try:
             _dissect(msg, state, opts, ctx)
         finally:

@@ -179,7 +179,8 @@ def _decompressed(raw: bytes, start: int, meta: Field, codec: str, ctx: WalkCont
     cap = min(opts.max_decompressed, ctx.budget.inflate_left)
     name = codec.lower()
     if size > cap:
-        ctx.note("decompress_cap", f"{name}: uncompressed size {size} exceeds the cap of {cap} bytes", start)
+        ctx.note("decompress_cap", f"{name}: uncompressed size {size} exceeds the {cap} bytes left of "
+                 f"{ctx.budget.which()}", start)
         return None
     try:
         if codec not in _CODECS:

@@ -46,6 +46,6 @@ DIAGNOSTICS = Catalogue("rocketmq", "RocketMQ", (
     ("codec_unavailable", WARNING, Group.UNDECODED,
      "a compressed message body whose codec library is not installed: it stays compressed"),
     ("decompression_budget", WARNING, Group.UNDECODED,
-     "the message has used its decompression budget (--max-decompressed): bodies after this point "
-     "stay compressed"),
+     "the message or the capture has used its decompression budget (--max-decompressed): bodies "
+     "after this point stay compressed"),
 ))

@@ -151,7 +151,7 @@ class RocketMQDissector:
             if h.code is not None:
                 self._describe(msg, h, req, ext, Body())
             raise broke
-        ctx = BodyContext(data, 8 + hlen, req_code, ext, opts, req is not None, Budget(opts))
+        ctx = BodyContext(data, 8 + hlen, req_code, ext, opts, req is not None, Budget(opts, state.capture))
         body = decode_body(ctx, is_request)
         msg.inflated = ctx.budget.inflated
         msg.fields += body.fields

@@ -102,8 +102,7 @@ def decompress_body(stored: bytes, sysflag: int, opts: Options, diags: list[Diag
     if b.inflate_left <= 0:
         if b.first("rocketmq.decompression_budget"):
             diags.append(DIAGNOSTICS("decompression_budget",
-                                     f"the message has used its {b.inflate_limit}-byte decompression budget: "
-                                     "bodies from here on stay compressed", at))
+                                     f"{b.which()} is spent: bodies from here on stay compressed", at))
         return stored
     codec = COMPRESSION_TYPES.get((sysflag & COMPRESSION_MASK) >> 8, "UNKNOWN")
     left = b.inflate_left
@@ -116,7 +115,7 @@ def decompress_body(stored: bytes, sysflag: int, opts: Options, diags: list[Diag
         return stored
     except CodecError as e:
         b.spend(e.produced, False)
-        why = f"{codec} output exceeds the {left}-byte limit" if e.capped else str(e)
+        why = f"{codec} output exceeds the {left} bytes left of {b.which()}" if e.capped else str(e)
         diags.append(DIAGNOSTICS("decompress", f"body does not decompress: {why}", at))
         return stored
     b.spend(len(out), True)

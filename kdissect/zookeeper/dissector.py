@@ -100,7 +100,7 @@ class ZooKeeperDissector:
             if not _is_binary(data) and (conv.link.word is not None or (first and fourlw.looks_like_text(data))):
                 fourlw.dissect_reply(msg, data, state.pending.pop(fourlw.PENDING_KEY))
                 return
-        ctx = Ctx(opts.show_secrets, Budget(opts))
+        ctx = Ctx(opts.show_secrets, Budget(opts, state.capture))
         try:
             self._packet(msg, state, conv, first, ctx)
         finally:

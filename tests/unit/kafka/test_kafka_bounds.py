@@ -76,6 +76,30 @@ def test_decompression_budget_is_the_messages_not_each_partitions() -> None:
     assert msg.summary.endswith("t[0:1 record, 1:1 record, 2:0 records, 3:0 records]")
 
 
+def test_a_captures_messages_decompress_within_the_captures_budget() -> None:
+    """Each message has its own budget, and the capture's messages together four messages' worth
+    plus 100 bytes a byte they carry: a capture of small compression bombs costs work in
+    proportion to its size, however many messages it holds."""
+    one = produce([batch([bytes(400_000)], ZSTD)])  # a few hundred bytes that inflate to 400 kB
+    opts = Options(max_decompressed=1_000_000)
+    capture = base.CaptureState()
+    msgs = []
+    for corr in range(200):
+        state = DISSECTOR.new_state()
+        state.share(capture)
+        msg = Message(Pdu(one, [1], 0.0, 0.0, True), corr, "c", "s", "kafka")
+        run_dissector(DISSECTOR, msg, state, opts)
+        msgs.append(msg)
+    inflated = sum(m.inflated for m in msgs)
+    assert inflated <= 4 * 1_000_000 + 100 * 200 * len(one)
+    assert [records_shown(partitions(m)[0]) for m in msgs[:10]] == [1] * 10  # the first four messages' worth
+    refused = [m for m in msgs if records_shown(partitions(m)[0]) == 0]
+    assert len(refused) > 150
+    assert all("the capture's decompression budget" in m.diagnostics[0].message for m in refused)
+    # The first message of a new capture decodes whole.
+    assert records_shown(partitions(dissect(one, opts))[0]) == 1
+
+
 def test_records_shown_are_counted_per_message(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(base, "MAX_ENTRIES", 10)
     msg = dissect(produce([batch([b"v"] * 4)] * 3))
