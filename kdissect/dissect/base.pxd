@@ -1,5 +1,5 @@
 cdef class Inflation:
-    cdef public object carried, spent
+    cdef public object carried, spent, entries
 
 cdef class Budget:
     cdef public object inflate_left, inflate_limit, inflated, elements_left, elements_limit

@@ -45,32 +45,35 @@ DEFAULT_OPTIONS = Options()
 # a message's tree stops growing, with a diagnostic, which bounds the memory one message takes.
 MAX_ELEMENTS = 100_000
 MAX_ENTRIES = 100_000
-# What the messages of a capture may decompress in all: CAPTURE_MESSAGES messages' worth of
-# Options.max_decompressed, plus DECOMPRESSION_RATIO bytes for every byte of the messages the
-# capture has carried so far. Real traffic compresses a few times, rarely a hundred; a capture of
-# compression bombs (kilobytes that each inflate to a message's whole budget) then costs work in
-# proportion to its size.
+# What the messages of a capture may decompress and show in all: CAPTURE_MESSAGES messages'
+# worth of Options.max_decompressed and of MAX_ENTRIES, plus DECOMPRESSION_RATIO bytes and one
+# entry for every byte of the messages the capture has carried so far. Real traffic compresses a
+# few times, rarely a hundred, and its records take tens of bytes or more; a capture of
+# compression bombs (kilobytes that each inflate to a message's whole budget, or to its 100,000
+# tiny records) then costs work in proportion to its size.
 CAPTURE_MESSAGES = 4
 DECOMPRESSION_RATIO = 100
 
 
 class Inflation:
-    """What the messages of a capture decompressed (`spent`) and the bytes they carried (a
-    CaptureState object)."""
+    """What the messages of a capture decompressed (`spent`) and showed (`entries`), and the
+    bytes they carried (a CaptureState object)."""
 
-    __slots__ = ("carried", "spent")
+    __slots__ = ("carried", "spent", "entries")
 
     def __init__(self) -> None:
         self.carried = 0
         self.spent = 0
+        self.entries = 0
 
 
 class Budget:
     """What decoding one message may still spend, shared by all of its parts (every partition,
     batch, entry or stored message): Options.max_decompressed bytes of decompressed output for
-    the whole message, within what is left of the capture's (Inflation, when the message belongs
-    to one), MAX_ELEMENTS elements and MAX_ENTRIES entries. `inflated` counts the decompressed
-    bytes the message keeps (Message.inflated)."""
+    the whole message, MAX_ELEMENTS elements and MAX_ENTRIES entries (records, batches, batch
+    entries, stored messages: each is spent with `entry()`), the bytes and entries within what is
+    left of the capture's (Inflation, when the message belongs to one). `inflated` counts the
+    decompressed bytes the message keeps (Message.inflated)."""
 
     __slots__ = ("inflate_left", "inflate_limit", "inflated", "elements_left", "elements_limit",
                  "entries_left", "entries_limit", "_said", "_own_left", "_capture", "_capture_limit")
@@ -84,7 +87,34 @@ class Budget:
         self.inflated = 0
         self.elements_limit = self.elements_left = MAX_ELEMENTS
         self.entries_limit = self.entries_left = MAX_ENTRIES
+        if self._capture is not None:
+            self.entries_left = max(0, min(MAX_ENTRIES, self._entries_allowed() - self._capture.entries))
         self._said: set[str] = set()
+
+    def _entries_allowed(self) -> int:
+        c = self._capture
+        return CAPTURE_MESSAGES * self.entries_limit + (c.carried if c is not None else 0)
+
+    def entry(self) -> bool:
+        """Whether one more entry may be shown; if so, it is spent."""
+        if self.entries_left <= 0:
+            return False
+        self.entries_left -= 1
+        c = self._capture
+        if c is not None:
+            c.entries += 1
+            if c.entries >= self._entries_allowed():
+                self.entries_left = 0
+        return True
+
+    def entries_spent(self, kind: str) -> str:
+        """Why no more entries (`kind`: "records and batches") may be shown: the message's limit, or
+        the capture's."""
+        c = self._capture
+        if c is not None and c.entries >= self._entries_allowed():
+            return (f"the capture has shown as many {kind} as its budget allows ({CAPTURE_MESSAGES} "
+                    f"messages' {self.entries_limit}, plus one a byte of its messages)")
+        return f"more than {self.entries_limit} {kind} in the message"
 
     def _left(self) -> int:
         c = self._capture

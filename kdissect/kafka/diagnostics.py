@@ -51,8 +51,8 @@ DIAGNOSTICS = Catalogue("kafka", "Kafka", (
      "a record with more headers than one message may decode: the first are shown, the rest of the "
      "record is not decoded"),
     ("records.limit", NOTE, Group.COMMENT,
-     "more records and batches than one message may show: the rest are counted from their batch "
-     "headers, not shown"),
+     "more records and batches than one message, or the capture's messages together, may show: the "
+     "rest are counted from their batch headers, not shown"),
     ("records.partial", NOTE, Group.COMMENT,
      "the last batch of a records field is cut short: a broker stops at the fetch size, so this is normal "
      "in a fetch response"),

@@ -37,13 +37,11 @@ class Ctx:
         """Whether the message may show no more records and batches (noted once per message);
         when it may, one is counted against the budget."""
         b = self.budget
-        if b.entries_left > 0:
-            b.entries_left -= 1
+        if b.entry():
             return False
         if b.first("kafka.records.limit"):
-            self.add("records.limit",
-                     f"more than {b.entries_limit} records and batches in the message: the rest are "
-                     "counted from batch headers, not shown", offset)
+            self.add("records.limit", f"{b.entries_spent('records and batches')}: the rest are counted "
+                     "from batch headers, not shown", offset)
         return True
 
     def add(self, name: str, text: str, offset: int) -> None:

@@ -44,7 +44,8 @@ DIAGNOSTICS = Catalogue("pulsar", "Pulsar", (
     ("decompress", ERROR, Group.MALFORMED,
      "a compressed payload that does not decompress, or not to the size its metadata announces"),
     ("batch_limit", NOTE, Group.COMMENT,
-     "a batch with more messages than one message may show: the first entries are shown"),
+     "a batch with more messages than one message, or the capture's messages together, may show: the "
+     "first entries are shown"),
     ("batch", ERROR, Group.MALFORMED,
      "a batch entry that breaks: the entries before it stay, the rest is kept raw"),
     ("batch_trailing", WARNING, Group.MALFORMED,

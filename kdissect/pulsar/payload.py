@@ -224,12 +224,11 @@ def _batch(buf: bytes, pos: int, end: int, count: int, at: int, length: int, reb
         if end != ctx.cut:
             r.count(count, 4)
         for i in range(count):
-            if b.entries_left <= 0 or b.elements_left <= 0:
-                ctx.note("batch_limit", f"{count} messages in the batch, more than a message may "
-                         f"show ({b.entries_limit} entries, {b.elements_limit} fields): the first {i} are shown",
-                         r.pos)
+            if b.elements_left <= 0 or not b.entry():
+                why = (b.entries_spent("entries") if b.elements_left > 0 else
+                       f"more than the {b.elements_limit} fields a message may show")
+                ctx.note("batch_limit", f"{count} messages in the batch, {why}: the first {i} are shown", r.pos)
                 break
-            b.entries_left -= 1
             entries.append(_batch_entry(r, i, ctx))
     except DecodeError as e:
         broke = True

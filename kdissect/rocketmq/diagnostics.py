@@ -38,7 +38,8 @@ DIAGNOSTICS = Catalogue("rocketmq", "RocketMQ", (
     ("message_trailing", NOTE, Group.COMMENT,
      "bytes after a message's properties"),
     ("message_limit", NOTE, Group.COMMENT,
-     "more messages than one frame may show: the rest are not decoded"),
+     "more messages than one frame, or the capture's frames together, may show: the rest are not "
+     "decoded"),
     ("body_crc", ERROR, Group.CHECKSUM,
      "a stored message's body CRC does not match its bytes"),
     ("decompress", ERROR, Group.MALFORMED,

@@ -251,10 +251,10 @@ def decode_all(r: WireReader, opts: Options, diags: list[Diagnostic], one: Decod
         if b.entries_left <= 0 or b.elements_left <= 0:
             limited = True
             if b.first("rocketmq.message_limit"):
-                diags.append(DIAGNOSTICS("message_limit",
-                                         f"more messages than a frame may show ({b.entries_limit} messages, "
-                                         f"{b.elements_limit} fields): {len(items)} shown, the last {r.end - at} "
-                                         "bytes are not decoded", at))
+                why = (b.entries_spent("messages") if b.elements_left > 0 else
+                       f"more than the {b.elements_limit} fields a frame may show")
+                diags.append(DIAGNOSTICS("message_limit", f"{why}: {len(items)} shown, the last "
+                                         f"{r.end - at} bytes are not decoded", at))
             r.pos = r.end
             break
         try:
@@ -269,7 +269,7 @@ def decode_all(r: WireReader, opts: Options, diags: list[Diagnostic], one: Decod
                 items.append(Field("undecoded", r.buf[rest : r.end], rest, r.end - rest, hint=RAW))
             r.pos = r.end
             break
-        b.entries_left -= 1
+        b.entry()
         b.elements_left -= _size(f)
         items.append(f)
         facts.append(info)

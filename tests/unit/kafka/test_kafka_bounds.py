@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import struct
 
+import crc32c
 import pytest
+import zstandard
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from pcapgen import kafka_request
 
@@ -25,6 +27,15 @@ def batch(values: list[bytes], codec: int = 0) -> bytes:
     for i, v in enumerate(values):
         b.append(i, 1700000000000 + i, None, v, [])
     return bytes(b.build())
+
+
+def same_records_batch(n: int) -> bytes:
+    """A zstd RecordBatch v2 of n empty records, all alike (offset and timestamp deltas 0): a
+    few dozen bytes on the wire."""
+    record = bytes([12, 0, 0, 0, 1, 0, 0])  # length 6, attributes, deltas 0, null key, empty value, no headers
+    after_crc = struct.pack(">hiqqqhii", ZSTD, n - 1, 0, 0, -1, -1, -1, n) + zstandard.compress(record * n)
+    body = struct.pack(">iB", 0, 2) + struct.pack(">I", crc32c.crc32c(after_crc)) + after_crc
+    return struct.pack(">qi", 0, len(body)) + body
 
 
 def produce(partitions: list[bytes], corr: int = 1) -> bytes:
@@ -98,6 +109,29 @@ def test_a_captures_messages_decompress_within_the_captures_budget() -> None:
     assert all("the capture's decompression budget" in m.diagnostics[0].message for m in refused)
     # The first message of a new capture decodes whole.
     assert records_shown(partitions(dissect(one, opts))[0]) == 1
+
+
+def test_a_captures_messages_show_records_within_the_captures_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A message shows at most MAX_ENTRIES records and batches, and the capture's messages
+    together four messages' worth plus one a byte they carry: a capture of small compressed
+    batches of countless tiny records costs work in proportion to its size."""
+    monkeypatch.setattr(base, "MAX_ENTRIES", 1_000)
+    one = produce([same_records_batch(5_000)])  # a hundred bytes that hold 5,000 records
+    capture = base.CaptureState()
+    shown = []
+    for corr in range(100):
+        state = DISSECTOR.new_state()
+        state.share(capture)
+        msg = Message(Pdu(one, [1], 0.0, 0.0, True), corr, "c", "s", "kafka")
+        run_dissector(DISSECTOR, msg, state, Options())
+        shown.append(records_shown(partitions(msg)[0]))
+        assert msg.summary.endswith("t[0:5000 records]")  # counted from the batch headers
+        if shown[-1] < 999:
+            assert "the capture has shown as many records and batches as its budget allows" in \
+                msg.diagnostics[0].message
+    assert shown[:4] == [999] * 4  # each message's 1,000: its batch and 999 records
+    assert sum(shown) + 100 <= 4 * 1_000 + 100 * len(one) + 100
+    assert shown[-1] < 999
 
 
 def test_records_shown_are_counted_per_message(monkeypatch: pytest.MonkeyPatch) -> None:
