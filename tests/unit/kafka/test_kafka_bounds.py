@@ -197,3 +197,26 @@ def test_a_header_of_too_many_tagged_fields_is_garbage(monkeypatch: pytest.Monke
     payload = struct.pack(">hhih", 18, 3, 5, 1) + b"c" + tagged + b"\x00\x00\x00"
     msg = dissect(struct.pack(">i", len(payload)) + payload)
     assert keys(msg) == ["kafka.badlength"]
+
+
+def test_inferring_a_responses_api_spends_one_messages_allowance_of_elements(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A response without its request, of 60,000 small array elements that many response plans
+    # read to the end: every plan had its own allowance, so one inference decoded 736,000
+    # elements (0.66 s for 360 KB, 8 such responses a conversation); the plans now share one.
+    from kdissect.kafka import infer
+
+    n = 60_000
+    body = struct.pack(">ii", 0, n) + struct.pack(">hi", 0, 0) * n
+    data = struct.pack(">ii", 4 + len(body), 7) + body
+    budgets: list[base.Budget] = []
+    real = infer.Ctx
+
+    def ctx(*args: object, **kwargs: object) -> object:
+        c = real(*args, **kwargs)  # type: ignore[arg-type]
+        budgets.append(c.budget)
+        return c
+
+    monkeypatch.setattr(infer, "Ctx", ctx)
+    assert infer.infer_response(data, Options()) is None
+    spent = sum(b.elements_limit - b.elements_left for b in {id(b): b for b in budgets}.values())
+    assert 0 < spent <= base.MAX_ELEMENTS
