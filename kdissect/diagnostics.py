@@ -133,5 +133,6 @@ TRANSPORT = Catalogue("transport", "Transport: TCP reassembly, framing, the pipe
      "that starts mid-connection)"),
     ("pipeline.body_dropped", Severity.WARNING, Group.UNDECODED,
      "the decoded body was dropped to bound memory: the messages held waiting for their responses held "
-     "too many bytes of data, decompressed data and decoded fields (the summary and facts stay)"),
+     "too many bytes of data, decompressed data and decoded fields (the summary and facts stay, their "
+     "texts cut past 1,024 characters and their lists past 64 items)"),
 ), prefix="")

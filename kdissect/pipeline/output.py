@@ -31,6 +31,10 @@ COLUMN_BYTES = 64
 # within them never does.
 COUNT_AFTER = 16
 KEPT_FIELDS = 64  # the fields at a message's root that it keeps when its body is dropped
+# ... and the characters of its summary and of each text among its facts (msg.info), whose
+# lists keep their first KEPT_FIELDS items: a name is data (a topic of a megabyte), and a
+# request may name 100,000 topics.
+KEPT_TEXT = 1024
 
 
 class Output:
@@ -198,16 +202,36 @@ class HeldBytes:
 
 def drop_body(m: Message, limit: int) -> None:
     """Empty the structures and byte values of m's tree, and keep its first KEPT_FIELDS fields
-    only (a message may have thousands at its root), with a diagnostic: what held messages give
-    up past the pipeline's budget. Redacted values stay (hex dumps mask their bytes)."""
+    only (a message may have thousands at its root), its summary and the texts of its facts cut
+    to KEPT_TEXT characters and their lists to KEPT_FIELDS items, with a diagnostic: what held
+    messages give up past the pipeline's budget. Redacted values stay (hex dumps mask their
+    bytes)."""
     fields, rest = m.fields[:KEPT_FIELDS], m.fields[KEPT_FIELDS:]
     m.fields = [f if type(f) is Field and f.children is None and not isinstance(f.value, bytes) else _emptied(f)
                 for f in fields]
     if rest:
         m.fields.append(_emptied(struct("more", rest, label=f"{len(rest)} more fields")))
+    m.summary = _cut(m.summary)
+    info = m.info
+    for key, value in info.items():
+        if isinstance(value, list):
+            info[key] = [_kept(v) for v in value[:KEPT_FIELDS]]
+        else:
+            info[key] = _kept(value)
     m.add(TRANSPORT("pipeline.body_dropped",
                     f"decoded body not kept: the messages held waiting for responses hold more than "
-                    f"{limit} bytes of data and decoded fields (the summary stays)"))
+                    f"{limit} bytes of data and decoded fields (the summary stays, cut past {KEPT_TEXT} "
+                    "characters)"))
+
+
+def _cut(text: str) -> str:
+    """text cut to KEPT_TEXT characters (a mark says so)."""
+    return text if len(text) <= KEPT_TEXT else text[:KEPT_TEXT] + "…"
+
+
+def _kept(value: object) -> object:
+    """A text cut to KEPT_TEXT characters; any other value as it is."""
+    return _cut(value) if isinstance(value, str) else value
 
 
 def _emptied(f: Field) -> Field:

@@ -317,3 +317,33 @@ def test_a_request_counts_only_once_held_for_a_while(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(pipe.held, "add", lambda m: (counted.append(m), add(m)))
     feed(pipe, pkts)
     assert [m.info["corr"] for m in counted if m.info.get("op") == "Produce" and m.kind == "request"] == [2]
+
+
+def metadata_request(corr: int, topics: int, length: int) -> bytes:
+    """Metadata v1 naming `topics` distinct topics of `length` characters."""
+    names = [(f"{corr:04d}{t:05d}".encode() * length)[:length] for t in range(topics)]
+    return kafka_request(3, 1, corr, "m", struct.pack(">i", topics) + b"".join(
+        struct.pack(">h", len(n)) + n for n in names))
+
+
+def test_a_dropped_body_keeps_short_facts_and_summary() -> None:
+    # Requests never answered naming many long topics: the summary and the facts (msg.info's
+    # topics) stayed whole when the body was dropped, so 300 requests of 100,000 topics (360 MB)
+    # took 2.8 GB, and 1,000 naming one topic of 2 MB ended in a MemoryError under 3 GB.
+    c = TcpConn()
+    pkts = [(100.0, p) for p in c.handshake()]
+    for i in range(4):
+        data = metadata_request(i, 200, 2_000)
+        pkts += [(100.1 + i, c.segment(True, data[at:at + 50_000])) for at in range(0, len(data), 50_000)]
+    pipe = Pipeline()
+    pipe.held.limit = 1_000_000
+    msgs = feed(pipe, pkts)
+    assert [dropped(m) for m in msgs] == [True, True, False, False]
+    for m in msgs[:2]:
+        assert len(m.info["topics"]) == KEPT_FIELDS and m.info["topic"] == m.info["topics"][0]
+        assert len(m.info["topic"]) == output.KEPT_TEXT + 1 and m.info["topic"].endswith("…")
+        assert len(m.summary) == output.KEPT_TEXT + 1 and m.summary.startswith(f"Metadata v1 request corr={m.info['corr']}")
+        assert m.info["op"] == "Metadata" and m.info["client_id"] == "m"
+    whole = msgs[-1]
+    assert len(whole.info["topics"]) == 200 and len(whole.info["topic"]) == 2_000
+    assert len(whole.summary) > output.KEPT_TEXT
