@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from kdissect.analysis.expected import ErrorClassifier, is_long_poll
 from kdissect.analysis.sketch import QuantileSketch
-from kdissect.analysis.throughput import Volume, record_volumes
+from kdissect.analysis.throughput import Volume, record_volumes, short_name
 from kdissect.model import Message
 
 OTHER = "(other)"
@@ -141,11 +141,12 @@ def _fact(m: Message, key: str) -> Any:
 
 
 def topics_of(info: dict[str, Any]) -> list[str]:
+    """The topics a message names (short_name: cut as the tables keep them)."""
     many = info.get("topics")
     if isinstance(many, list):
-        return [t for t in dict.fromkeys(many) if isinstance(t, str)]
+        return list(dict.fromkeys(short_name(t) for t in many if isinstance(t, str)))
     one = info.get("topic")
-    return [one] if isinstance(one, str) else []
+    return [short_name(one)] if isinstance(one, str) else []
 
 
 def request_facts(m: Message) -> dict[str, Any]:
@@ -266,7 +267,7 @@ class Stats:
 
     def _volumes(self, m: Message, volumes: list[Volume]) -> None:
         for v in volumes:
-            key = (v.topic or "?", v.partition)
+            key = (short_name(v.topic or "?"), v.partition)
             row = bounded(self.topics, key, (OTHER, None), TopicStats, self.max_keys)
             flow = row.produced if m.kind == "request" else row.fetched
             flow.messages += 1
@@ -275,7 +276,8 @@ class Stats:
             if m.kind == "request":
                 cid = m.info.get("client_id")
                 if isinstance(cid, str):
-                    c = bounded(self.clients, (m.protocol, cid), (m.protocol, OTHER), ClientStats, self.max_keys)
+                    c = bounded(self.clients, (m.protocol, short_name(cid)), (m.protocol, OTHER), ClientStats,
+                                self.max_keys)
                     c.produced.records += v.records
                     c.produced.bytes += v.bytes
 
@@ -298,7 +300,7 @@ class Stats:
         cid = _fact(m, "client_id")
         if not isinstance(cid, str):
             return None
-        return bounded(self.clients, (m.protocol, cid), (m.protocol, OTHER), ClientStats, self.max_keys)
+        return bounded(self.clients, (m.protocol, short_name(cid)), (m.protocol, OTHER), ClientStats, self.max_keys)
 
     def _client(self, m: Message, size: int) -> None:
         row = self._client_row(m)
@@ -314,7 +316,7 @@ class Stats:
         path = _fact(m, "path")
         if not isinstance(path, str):
             return None
-        key = (m.protocol, str(request_facts(m).get("op") or m.kind), path)
+        key = (m.protocol, short_name(str(request_facts(m).get("op") or m.kind)), short_name(path))
         return bounded(self.paths, key, (m.protocol, OTHER, OTHER), PathStats, self.max_keys)
 
     def _path(self, m: Message, rtt: float | None) -> None:

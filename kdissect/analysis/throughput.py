@@ -19,6 +19,14 @@ TOPIC_KEYS = ("name", "topic", "topic_name", "topic_id")  # first found wins, in
 NAME_KEYS = ("name", "topic", "topic_name")
 PARTITION_KEYS = ("index", "partition", "partition_index")
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+# A name (topic, client id, path) is data: the tables that outlive messages (`stats`, the expert)
+# and the topic names learned here keep this many of its characters (a mark says it was cut).
+NAME_CHARS = 1024
+
+
+def short_name(name: str) -> str:
+    """A name as the tables keep it: cut to NAME_CHARS characters."""
+    return name if len(name) <= NAME_CHARS else name[:NAME_CHARS] + "…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +47,7 @@ def _learn(named: dict[str, object], topic_names: dict[str, str]) -> None:
     tid = named.get("topic_id")
     name = next((v for k in NAME_KEYS if isinstance(v := named.get(k), str) and v), None)
     if isinstance(tid, str) and name is not None and tid != ZERO_UUID:
-        topic_names[tid] = name
+        topic_names[tid] = short_name(name)
 
 
 def _coordinates(members: list[Field], topic: str | None, part: int | None,
