@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from kdissect.analysis.expected import LONG_POLLS, ErrorClassifier, is_long_poll, request_op
 from kdissect.analysis.sketch import QuantileSketch
 from kdissect.analysis.stats import bounded, error_of, request_facts
-from kdissect.analysis.throughput import record_volumes
+from kdissect.analysis.throughput import record_volumes, short_name
 from kdissect.expert.catalogue import MAX_EVIDENCE, Evidence, Finding, Kind
 from kdissect.expert.series import Bins, Clock, Points
 from kdissect.expert.tree import elements, first, host_of, integer, number, text
@@ -225,7 +225,7 @@ class Leadership:
         for t in elements(m, "topics"):
             tid, name = first(t, "topic_id"), first(t, "name")
             if isinstance(tid, str) and isinstance(name, str) and name and len(self.names) < MAX_KEYS:
-                self.names[tid] = name
+                self.names[tid] = short_name(name)
 
     def _storm(self, client: str) -> _Storm | None:
         s = self.clients.get(client)
@@ -272,7 +272,7 @@ class Leadership:
         for name, topic, part in found:
             self.errors[name] += 1
             if topic is not None:
-                topic = self.names.get(topic, topic)
+                topic = short_name(self.names.get(topic, topic))
                 _count(self.topics, topic)
                 self._partition(topic, part)
         s = self._storm(_client(m))

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from kdissect.analysis.expected import EXPECTED_ERRORS
 from kdissect.analysis.stats import error_of, request_facts
+from kdissect.analysis.throughput import short_name
 from kdissect.expert.catalogue import Finding, Kind
 from kdissect.expert.series import Clock, Points
 from kdissect.expert.tree import elements, integer, number, put, text, top, value
@@ -336,12 +337,13 @@ class Consumers:
 
     def _topic(self, name: Any, topic_id: Any = None) -> str | None:
         if isinstance(name, str) and name:
-            return name
+            return short_name(name)
         return self.topic_names.get(topic_id) if isinstance(topic_id, str) else None
 
     def _group(self, name: Any, ts: float) -> Group | None:
         if not isinstance(name, str):
             return None
+        name = short_name(name)
         g = self.groups.get(name)
         if g is None and len(self.groups) < MAX_GROUPS:
             g = self.groups[name] = Group(name, ts, ts)
@@ -401,7 +403,7 @@ class Consumers:
         for t in elements(m, "topics"):
             tid, name = value(t, "topic_id"), value(t, "name")
             if isinstance(tid, str) and isinstance(name, str) and name and tid.strip("0-"):
-                put(self.topic_names, tid, name, MAX_PARTITIONS)
+                put(self.topic_names, tid, short_name(name), MAX_PARTITIONS)
 
     def _fetch_positions(self, req: Message) -> Iterator[tuple[str, int, int]]:
         for t in elements(req, "topics"):

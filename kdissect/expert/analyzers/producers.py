@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from kdissect.analysis.stats import request_facts
+from kdissect.analysis.throughput import short_name
 from kdissect.expert.catalogue import MAX_EVIDENCE, Evidence, Finding, Kind
 from kdissect.expert.series import Clock
 from kdissect.expert.tree import elements, first, get_or_make, host_of, integer, number, put, top, value
@@ -243,7 +244,7 @@ class Txn:
 
 
 def _name(topic: Any) -> str:
-    return topic if isinstance(topic, str) and topic else "?"
+    return short_name(topic) if isinstance(topic, str) and topic else "?"
 
 
 def _varint_size(n: int) -> int:
