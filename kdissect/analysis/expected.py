@@ -16,6 +16,7 @@ Two tables, as data (docs/stats.md lists them):
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from enum import Enum
 
@@ -93,7 +94,8 @@ def _version(m: Message) -> int | None:
 
 @dataclass(slots=True)
 class Pending:
-    """A provisional expected answer waiting for the client's retry."""
+    """A provisional expected answer waiting for the client's retry: the response as `bare`
+    keeps it (its facts, not its body)."""
 
     response: Message
     error: str
@@ -127,7 +129,7 @@ class ErrorClassifier:
         old = self.pending.get(key)
         if old is not None:  # the same operation failed again before a retry that confirms it
             self.failed.append(old)
-        self.pending[key] = Pending(m, error, exp.retry, _version(m.peer) if m.peer is not None else _version(m))
+        self.pending[key] = Pending(bare(m), error, exp.retry, _version(m.peer) if m.peer is not None else _version(m))
         return "expected"
 
     def on_request(self, m: Message) -> None:
@@ -150,6 +152,19 @@ class ErrorClassifier:
         self.pending.clear()
         self.failed.clear()
         return out
+
+
+def bare(m: Message) -> Message:
+    """A copy of m, and of its request, without their decoded trees, bytes and diagnostics:
+    what an answer held until the end of a capture is counted by (its stream, protocol, kind,
+    frame, time and facts), without keeping its body alive. A held answer's tree may hold
+    100,000 fields (a JoinGroup response listing as many members) and 10,000 answers are held."""
+    out = copy.copy(m)
+    out.fields, out.data, out.diagnostics, out.frames = [], b"", [], m.frames[:1]
+    if m.peer is not None:
+        peer = out.peer = copy.copy(m.peer)
+        peer.fields, peer.data, peer.diagnostics, peer.frames, peer.peer = [], b"", [], m.peer.frames[:1], None
+    return out
 
 
 def _wait_ms(request: Message, path: str) -> float | None:

@@ -3,10 +3,12 @@ narrow console, --top on every table, and `follow` of streams with nothing to sh
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from kdissect.analysis.report import to_json
 from kdissect.analysis.stats import Stats
 from kdissect.cli import cli
 from kdissect.commands.stats import StatsView
-from kdissect.model import Message, Pdu
+from kdissect.model import ARRAY, Field, Message, Pdu
 from kdissect.render.fitted import Col, choose
 
 KDISSECT = [sys.executable, "-m", "kdissect"]
@@ -103,6 +105,35 @@ def test_a_retry_on_another_conversation_does_not_confirm() -> None:
     c.classify(resp, "MEMBER_ID_REQUIRED")
     c.on_request(_pair(0, "JoinGroup", 4, None, 2.0)[0])
     assert c.unconfirmed() == []
+
+
+def test_answers_held_for_a_retry_keep_neither_their_tree_nor_their_request() -> None:
+    """An answer that is expected only once the client retries is held to the end of the run:
+    not its decoded tree nor its bytes (a JoinGroup response may list 100,000 members, and
+    10,000 answers are held: 60 such answers took 2.9 GB), only what it is counted by."""
+    c = ErrorClassifier()
+    held = []
+    for stream in range(3):
+        req, resp = _pair(stream, "JoinGroup", 5, "MEMBER_ID_REQUIRED", 1.0)
+        resp.fields = [Field("members", None, 0, 1, [Field("member", None, 0, 1)] * 1000, ARRAY)]
+        req.fields = [Field("group_id", "g", 0, 1)]
+        assert c.classify(resp, "MEMBER_ID_REQUIRED") == "expected"
+        held.append((weakref.ref(req), weakref.ref(resp)))
+        del req, resp
+    gc.collect()
+    assert all(r() is None and m() is None for r, m in held)
+    answers = c.unconfirmed()
+    assert [(p.response.stream, p.response.kind, p.response.info["error"], p.response.peer.info["op"])
+            for p in answers if p.response.peer is not None] == [
+        (s, "response", "MEMBER_ID_REQUIRED", "JoinGroup") for s in range(3)]
+    assert all(not p.response.fields and not p.response.data and p.response.peer is not None
+               and not p.response.peer.fields for p in answers)
+    st = Stats()
+    for stream in range(2):
+        st.add(_pair(stream, "JoinGroup", 5, "MEMBER_ID_REQUIRED", 1.0)[1])
+    st.finish()
+    row = to_json(st)["operations"][0]
+    assert (row["error_count"], row["expected_count"]) == (2, 0)
 
 
 def test_long_polls_are_left_out_of_the_response_times() -> None:
