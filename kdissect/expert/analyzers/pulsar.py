@@ -76,6 +76,15 @@ class Consumer:
 
 
 @dataclass(slots=True)
+class Challenge:
+    """An AUTH_CHALLENGE waiting for its connection's end: when, in which frame, to which client."""
+
+    ts: float
+    frame: int
+    client: str
+
+
+@dataclass(slots=True)
 class Told:
     """The answers or commands behind one finding, and the first detail they gave (an error
     message, the broker a topic moved to)."""
@@ -99,7 +108,9 @@ class Pulsar:
         self.errors: dict[tuple[str, str, str], Told] = {}
         self.closes: dict[tuple[str, str], Told] = {}
         self.auth: dict[str, Evidence] = {}
-        self.challenges: dict[int, tuple[Message, bool]] = {}  # stream -> challenge, answered
+        # stream -> the challenge (its time, frame and client: not the message, whose tree
+        # may be large), answered
+        self.challenges: dict[int, tuple[Challenge, bool]] = {}
         self.ends: dict[int, float] = {}  # stream -> its last packet time, once ended
         self.last_ts = 0.0
 
@@ -134,7 +145,7 @@ class Pulsar:
             return
         if op == "AUTH_CHALLENGE":
             if m.stream in self.challenges or len(self.challenges) < MAX_CONSUMERS:
-                self.challenges[m.stream] = (m, False)
+                self.challenges[m.stream] = (Challenge(m.ts, m.frame, m.dst), False)
             return
         self.challenges.pop(m.stream, None)
         if error is not None and (op == "SEND_ERROR" or integer(request_facts(m).get("producer_id")) is not None):
@@ -235,7 +246,8 @@ class Pulsar:
         for stream, (challenge, answered) in self.challenges.items():
             if stream in self.ends:
                 why = "AUTH_RESPONSE not accepted" if answered else "AUTH_CHALLENGE not answered"
-                bounded(self.auth, host_of(challenge.dst), OTHER, Evidence, MAX_KEYS).add(challenge, why)
+                ev = bounded(self.auth, host_of(challenge.client), OTHER, Evidence, MAX_KEYS)
+                ev.note(challenge.ts, challenge.frame, stream, why)
         out += [self._auth_finding(host, t) for host, t in self.auth.items()]
         return out
 
