@@ -20,11 +20,12 @@ from kdissect.dissect.base import Options
 from kdissect.model import Group, Message, Pdu, Severity
 from kdissect.pipeline import dissect_file
 from kdissect.pipeline.detect import DissectorRegistry
+from kdissect.pipeline.output import held_size
 from kdissect.stream.flow import Endpoint
 from kdissect.tui.columns import Columns
 
 CACHE_MESSAGES = 4_096  # Messages the LRU holds at most
-CACHE_BYTES = 256 * 1024 * 1024  # ... and their bytes (data and decompressed payloads) at most
+CACHE_BYTES = 256 * 1024 * 1024  # ... and their bytes (message_size) at most
 MESSAGE_OVERHEAD = 1_024  # bytes a decoded Message takes beyond its data, roughly
 TUI = Catalogue("tui", "The terminal user interface", (
     ("not_kept", Severity.NOTE, Group.COMMENT,
@@ -34,7 +35,9 @@ TUI = Catalogue("tui", "The terminal user interface", (
 
 
 def message_size(m: Message) -> int:
-    return len(m.data) + max(0, m.inflated) + MESSAGE_OVERHEAD
+    """The bytes a decoded Message keeps, about: its data, its decompressed data and its decoded
+    fields (output.held_size: a message of 300 KB may hold 100,000 fields, 30 MB), and itself."""
+    return held_size(m) + MESSAGE_OVERHEAD
 
 
 def conversation_messages(captures: Sequence[str], registry: DissectorRegistry, opts: Options,
@@ -85,26 +88,28 @@ class MessageCache:
         self.max_messages = max_messages
         self.max_bytes = max_bytes
         self.bytes = 0
-        self._items: OrderedDict[int, Message] = OrderedDict()
+        self._items: OrderedDict[int, tuple[Message, int]] = OrderedDict()  # index -> message, its size
         self._lock = Lock()
 
     def get(self, i: int) -> Message | None:
         with self._lock:
-            m = self._items.get(i)
-            if m is not None:
-                self._items.move_to_end(i)
-            return m
+            item = self._items.get(i)
+            if item is None:
+                return None
+            self._items.move_to_end(i)
+            return item[0]
 
     def put(self, i: int, m: Message) -> None:
         with self._lock:
             old = self._items.pop(i, None)
             if old is not None:
-                self.bytes -= message_size(old)
-            self._items[i] = m
-            self.bytes += message_size(m)
+                self.bytes -= old[1]
+            size = message_size(m)
+            self._items[i] = (m, size)
+            self.bytes += size
             while len(self._items) > 1 and (len(self._items) > self.max_messages or self.bytes > self.max_bytes):
-                _, gone = self._items.popitem(last=False)
-                self.bytes -= message_size(gone)
+                _, (_, gone) = self._items.popitem(last=False)
+                self.bytes -= gone
 
     def __contains__(self, i: int) -> bool:
         with self._lock:

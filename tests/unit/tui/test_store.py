@@ -22,7 +22,7 @@ from kdissect.capture.pcapfile import open_capture
 from kdissect.cli import cli
 from kdissect.dissect.base import Options
 from kdissect.filter import FilterError, compile_filter
-from kdissect.model import Message, Pdu
+from kdissect.model import STRUCT, Field, Message, Pdu
 from kdissect.pipeline import dissect_file
 from kdissect.protocols import DissectorRegistry
 from kdissect.render.jsonout import message_dict
@@ -30,7 +30,7 @@ from kdissect.render.timecol import seconds
 from kdissect.tui import columns
 from kdissect.tui import store as store_mod
 from kdissect.tui.columns import Columns, ListRow
-from kdissect.tui.redecode import MessageCache
+from kdissect.tui.redecode import MessageCache, message_size
 from kdissect.tui.store import Store
 
 TXN = CAPTURES / "kafka" / "mock_ck_transactions.pcap"
@@ -265,6 +265,20 @@ def test_message_cache_stays_bounded(puts: list[tuple[int, int]]) -> None:
         cache.put(i, Message(Pdu(b"x" * size, [1], 0.0, 0.0, True), 0, "a:1", "b:2", "kafka"))
         assert cache.get(i) is not None
         assert len(cache) <= 8 and (len(cache) == 1 or cache.bytes <= 20_000)
+
+
+def test_messages_are_held_by_their_decoded_fields_too() -> None:
+    """A message of 300 bytes may hold 100,000 fields (a Pulsar command of unknown fields): the
+    messages a small capture keeps and the LRU count them (100 AUTH_CHALLENGEs of 100,000
+    unknown fields, 30 MB, were all kept: 2 GB)."""
+    cache = MessageCache(max_messages=100, max_bytes=1024 * 1024)
+    for i in range(10):
+        m = Message(Pdu(b"x" * 300, [i + 1], 0.0, 0.0, False), 0, "a:1", "b:2", "pulsar")
+        m.fields = [Field("auth_challenge", None, 0, 300, [Field("unknown", 1)] * 2_000, STRUCT)]
+        cache.put(i, m)
+        assert message_size(m) > 2_000 * 100
+    assert 1 < len(cache) < 10 and cache.bytes <= 1024 * 1024
+    assert cache.get(9) is not None and cache.get(0) is None
 
 
 # -- live ----------------------------------------------------------------------------------------
