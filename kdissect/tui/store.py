@@ -51,7 +51,7 @@ __all__ = ["FilterProblem", "ListRow", "Progress", "Store", "View"]
 
 KEEP_ALL = 20_000  # a capture of at most this many messages keeps them all: never decoded twice
 KEEP_ALL_BYTES = 512 * 1024 * 1024  # ... unless they hold more than this (message_size)
-KEEP_LIVE = 20_000  # a live capture keeps its latest messages
+KEEP_LIVE = 20_000  # a live capture keeps its latest messages (and at most KEEP_ALL_BYTES of them)
 WINDOW = 128  # a re-decode also caches this many messages either side of the one asked for
 
 
@@ -207,10 +207,11 @@ class Store:
 
     def _keep(self, i: int, m: Message) -> None:
         kept = self._kept
-        if isinstance(kept, OrderedDict):  # live: the latest
+        if isinstance(kept, OrderedDict):  # live: the latest, KEEP_LIVE of them and KEEP_ALL_BYTES
             kept[i] = m
-            if len(kept) > KEEP_LIVE:
-                kept.popitem(last=False)
+            self._kept_bytes += message_size(m)
+            while len(kept) > 1 and (len(kept) > KEEP_LIVE or self._kept_bytes > KEEP_ALL_BYTES):
+                self._kept_bytes -= message_size(kept.popitem(last=False)[1])
         elif self._keeps_all:
             kept[i] = m
             self._kept_bytes += message_size(m)
@@ -302,7 +303,7 @@ class Store:
         if m is not None:
             return m
         if self._live is not None:
-            return stub(self.cols, i, f"a live capture keeps only its latest {KEEP_LIVE} messages")
+            return stub(self.cols, i, f"a live capture keeps only its latest messages (at most {KEEP_LIVE})")
         with self._decode_lock:
             m = self._cache.get(i)
             if m is None:

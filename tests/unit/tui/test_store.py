@@ -8,6 +8,7 @@ import functools
 import socket
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -279,6 +280,20 @@ def test_messages_are_held_by_their_decoded_fields_too() -> None:
         assert message_size(m) > 2_000 * 100
     assert 1 < len(cache) < 10 and cache.bytes <= 1024 * 1024
     assert cache.get(9) is not None and cache.get(0) is None
+
+
+def test_a_live_capture_keeps_its_latest_messages_within_a_byte_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The latest KEEP_LIVE messages of a live capture, but no more than KEEP_ALL_BYTES of them
+    (20,000 messages of 100,000 fields each would be tens of GB)."""
+    monkeypatch.setattr(store_mod, "KEEP_ALL_BYTES", 1024 * 1024)
+    store = Store((), DissectorRegistry(), Options())
+    store._kept, store._keeps_all = OrderedDict(), False
+    for i in range(10):
+        m = Message(Pdu(b"x" * 300, [i + 1], 0.0, 0.0, False), 0, "a:1", "b:2", "pulsar")
+        m.fields = [Field("auth_challenge", None, 0, 300, [Field("unknown", 1)] * 2_000, STRUCT)]
+        store._keep(i, m)
+    assert 1 < len(store._kept) < 10 and list(store._kept)[-1] == 9
+    assert store._kept_bytes == sum(message_size(m) for m in store._kept.values()) <= 1024 * 1024
 
 
 # -- live ----------------------------------------------------------------------------------------
