@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import signal
 import sys
 import time
@@ -135,12 +136,20 @@ class _Session:
                 return
 
 
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A number of seconds that ends: nan and inf pass FloatRange (nan compares false with its
+    bounds) and would never stop the capture."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a number of seconds", ctx=ctx, param=param)
+    return value
+
+
 @click.command()
 @click.option("-i", "--interface", required=True, help="Interface to capture on (`any`: all of them).")
 @click.option("-f", "--filter", "bpf_filter", default="", metavar="BPF",
               help="Capture filter in tcpdump syntax, run in the kernel (e.g. 'tcp port 9092').")
 @click.option("-c", "--count", type=click.IntRange(1), help="Stop after this many messages (shown ones, with -Y).")
-@click.option("--duration", type=click.FloatRange(0, min_open=True), metavar="SECONDS",
+@click.option("--duration", type=click.FloatRange(0, min_open=True), callback=_finite, metavar="SECONDS",
               help="Stop after this many seconds.")
 @click.option("-w", "--write", "write_path", type=click.Path(dir_okay=False),
               help="Also write the captured packets to this pcapng file (readable by `kdissect read`).")

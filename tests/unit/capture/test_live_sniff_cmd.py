@@ -147,6 +147,17 @@ def test_sniff_ring_buffer_needs_a_file(fake: type[FakeLive]) -> None:
     assert fake.opened == []  # refused before capturing
 
 
+@pytest.mark.parametrize("seconds", ["nan", "inf", "1e400"])
+def test_sniff_duration_must_end(seconds: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--duration nan (or inf) passed the range check and the capture never stopped."""
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the capture was opened")
+
+    monkeypatch.setattr(live, "LiveCapture", never)
+    res = CliRunner().invoke(cli, ["sniff", "-i", "lo", "--duration", seconds])
+    assert res.exit_code == 2 and "is not a number of seconds" in res.output
+
+
 def test_sniff_backend_pcap_is_chosen(fake: type[FakeLive], monkeypatch: pytest.MonkeyPatch) -> None:
     from kdissect.capture import pcaplive
 
