@@ -63,12 +63,35 @@ class MessageTally:
         self.last_ts = max(self.last_ts, m.ts)
 
 
+SETTLE_EVERY = 50_000  # ended conversations looked at again for those whose counts are final
+
+
+@dataclass(slots=True)
+class StreamRow:
+    """A stream's row, with the packets and bytes of its conversations whose counts are final
+    (one that goes on after its end, new data after a RST or closed while active, is a second
+    conversation of the same stream)."""
+
+    row: dict[str, Any]
+    packets: int = 0
+    to_server: int = 0
+    total: int = 0
+
+    def settle(self, conv: Conversation[Decoding]) -> None:
+        to_server = conv.bytes[0 if conv.names[0] == self.row["client"] else 1]
+        self.packets += conv.packets
+        self.to_server += to_server
+        self.total += conv.bytes[0] + conv.bytes[1]
+
+
 @dataclass(slots=True)
 class ConversationTable:
-    # stream -> its row and its conversations: packets that come after a conversation's end
-    # still count in it, and one that goes on after its end (new data after a RST, or closed
-    # while active) is a second conversation of the same stream
-    streams: dict[int, tuple[dict[str, Any], list[Conversation[Decoding]]]] = field(default_factory=dict)
+    streams: dict[int, StreamRow] = field(default_factory=dict)
+    # the ended conversations in which later packets may still count (the tracker remembers
+    # them): read once their counts are final, so that a capture of a million conversations
+    # does not keep a million Conversations
+    unsettled: list[tuple[StreamRow, Conversation[Decoding]]] = field(default_factory=list)
+    settle_at: int = SETTLE_EVERY
     tallies: dict[int, MessageTally] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was seen when nothing was decoded (coverage.notes)
@@ -76,16 +99,29 @@ class ConversationTable:
 
     def conversation_ended(self, conv: Conversation[Decoding]) -> None:
         d = describe(conv)
-        known = self.streams.get(conv.index)
-        if known is None:
-            self.streams[conv.index] = (d, [conv])
-            return
-        row, convs = known
-        convs.append(conv)
-        row["messages"] += d["messages"]
-        for key in ("protocol", "tls"):
-            if row[key] is None:
-                row[key] = d[key]
+        stream = self.streams.get(conv.index)
+        if stream is None:
+            stream = self.streams[conv.index] = StreamRow(d)
+        else:
+            row = stream.row
+            row["messages"] += d["messages"]
+            for key in ("protocol", "tls"):
+                if row[key] is None:
+                    row[key] = d[key]
+        self.unsettled.append((stream, conv))
+        if len(self.unsettled) >= self.settle_at:
+            self._settle(False)
+
+    def _settle(self, every: bool) -> None:
+        """Count the conversations whose counts are final (`every`: all of them, the run is over)."""
+        keep = []
+        for stream, conv in self.unsettled:
+            if every or conv.forgotten:
+                stream.settle(conv)
+            else:
+                keep.append((stream, conv))
+        self.unsettled = keep
+        self.settle_at = 2 * len(keep) + SETTLE_EVERY
 
     def on_message(self, m: Message, keep: Callable[[Message], bool] | None) -> None:
         if m.kind == "request":
@@ -106,12 +142,11 @@ class ConversationTable:
         """One row per conversation; without `empty`, those that carried no payload at all (a
         lone FIN or ACK after the connection closed) are left out."""
         self.settle()
+        self._settle(True)
         out = []
-        for d, convs in self.streams.values():
-            to_server = sum(c.bytes[0 if c.names[0] == d["client"] else 1] for c in convs)
-            d.update(packets=sum(c.packets for c in convs), bytes_to_server=to_server,
-                     bytes_to_client=sum(c.bytes[0] + c.bytes[1] for c in convs) - to_server)
-        for d in sorted((d for d, _ in self.streams.values()), key=lambda d: d["stream"]):
+        for s in self.streams.values():
+            s.row.update(packets=s.packets, bytes_to_server=s.to_server, bytes_to_client=s.total - s.to_server)
+        for d in sorted((s.row for s in self.streams.values()), key=lambda d: d["stream"]):
             t = self.tallies.get(d["stream"])
             if (filtered and t is None) or (not empty and not d["bytes_to_server"] and not d["bytes_to_client"]):
                 continue

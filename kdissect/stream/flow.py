@@ -85,7 +85,7 @@ class Conversation(Generic[T]):
     __slots__ = (
         "index", "a", "b", "reasm", "client", "app", "tls", "held", "held_bytes", "ignored", "passive", "fin",
         "rst", "syn_seen", "names", "last_ts", "bytes", "packets", "first_seq", "over", "next_seq", "seqs",
-        "syn_ts", "first_rtt", "trouble", "heads", "head_open", "probed",
+        "syn_ts", "first_rtt", "trouble", "heads", "head_open", "probed", "forgotten",
     )
 
     def __init__(self, index: int, a: Endpoint, b: Endpoint) -> None:
@@ -115,6 +115,7 @@ class Conversation(Generic[T]):
         # each side's first sequence number, as Wireshark's base_seq (the tracker keeps it)
         self.first_seq: list[int | None] = [None, None]
         self.over = False  # ended: later packets are only counted
+        self.forgotten = False  # ended, and the tracker no longer counts later packets in it: final
         self.next_seq: list[int | None] = [None, None]  # each side's next sequence number when it ended
         self.seqs = (SeqState(), SeqState())
         self.syn_ts: float | None = None  # the latest SYN's time, until the handshake's RTT is known

@@ -125,11 +125,13 @@ class Tracker(Generic[T]):
             return self._open(key, self._next_index(seg.frame))
         if _reuses_ports(old, seg):
             del self.ended[key]
+            old.forgotten = True
             return self._open(key, self._next_index(seg.frame))
         if old.closed and not _new_data(old, seg):  # ended at FIN or RST: its later packets count in it
             self.ended.move_to_end(key)
             return old
         del self.ended[key]  # closed while active (too many open), or data after its end: it goes on
+        old.forgotten = True
         conv = self._open(key, old.index)
         conv.first_seq = old.first_seq
         conv.seqs, conv.first_rtt, conv.syn_ts, conv.trouble = old.seqs, old.first_rtt, old.syn_ts, old.trouble
@@ -153,10 +155,12 @@ class Tracker(Generic[T]):
         del self.open[key]
         self.upper.closed(conv)
         conv.end()
-        self.ended.pop(key, None)  # an earlier conversation of the same endpoints
+        earlier = self.ended.pop(key, None)  # an earlier conversation of the same endpoints
+        if earlier is not None:
+            earlier.forgotten = True
         self.ended[key] = conv
         if len(self.ended) > self.remembered:
-            self.ended.popitem(last=False)
+            self.ended.popitem(last=False)[1].forgotten = True
 
     def _reassemble(self, conv: Conversation[T], side: int, seg: TcpSegment) -> None:
         r = conv.reasm[side]
