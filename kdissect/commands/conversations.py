@@ -4,7 +4,7 @@ stream decoded, requests and responses in order: Wireshark's Follow TCP Stream, 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -56,9 +56,22 @@ def conversations(captures: tuple[str, ...], fmt: str, show_all: bool, no_color:
     for n in table.notes:
         click.echo(f"kdissect: {n}", err=True)
     if fmt == "json":
-        click.echo(json.dumps(rows, indent=1))
+        for text in json_rows(rows):
+            click.echo(text, nl=False)
+        click.echo()
         return
     _print_table(rows, no_color)
+
+
+def json_rows(rows: list[dict[str, Any]]) -> Iterator[str]:
+    """The text of json.dumps(rows, indent=1), a row at a time: with an indent, json builds the
+    whole document from small pieces (1.8 GB for 400,000 rows of 144 MB)."""
+    if not rows:
+        yield "[]"
+        return
+    for i, row in enumerate(rows):
+        yield ("[\n " if i == 0 else ",\n ") + json.dumps(row, indent=1).replace("\n", "\n ")
+    yield "\n]"
 
 
 def _tls_text(tls: dict[str, Any] | None) -> str:
