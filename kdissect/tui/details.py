@@ -8,10 +8,10 @@ so a message of a hundred thousand records costs its top level until it is opene
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, overload
 
 from kdissect.cliutil import TEXT_MAX_BYTES
 from kdissect.filter import FilterError, compile_filter
@@ -235,27 +235,63 @@ def _diag_rows(m: Message) -> list[TreeRow]:
 
 
 def hex_lines(data: bytes | Message, highlight: tuple[int, int] | None, width: int = 16,
-              hidden: list[tuple[int, int]] | None = None) -> list[HexLine]:
+              hidden: list[tuple[int, int]] | None = None) -> HexLines:
     """The dump of `data` in lines of `width` bytes, the cells of `highlight` (offset, length)
     marked. Given a Message, its bytes with its secrets masked (model.secret_ranges, as
-    `read -x`); given bytes, those of the `hidden` ranges masked."""
+    `read -x`); given bytes, those of the `hidden` ranges masked. The lines are made as they
+    are read: a message of 16 MB is a million lines (85 s and 1.1 GB made at once)."""
     if isinstance(data, Message):
         hidden = _secrets(data)
         data = data.data
-    width = max(1, width)
-    mask = _mask(len(data), hidden or [])
-    lo, hi = _clip(highlight, len(data))
-    out = []
-    for off in range(0, len(data), width):
-        chunk = data[off : off + width]
-        cells, chars = [], []
-        for n, b in enumerate(chunk):
-            masked = mask is not None and mask[off + n]
-            cells.append("**" if masked else f"{b:02x}")
-            chars.append("*" if masked else chr(b) if 32 <= b < 127 else ".")
+    return HexLines(data, highlight, max(1, width), _mask(len(data), hidden or []))
+
+
+_HEX = tuple(f"{b:02x}" for b in range(256))
+_ASCII = "".join(chr(b) if 32 <= b < 127 else "." for b in range(256))
+
+
+class HexLines(Sequence[HexLine]):
+    """The lines of a hex dump, each made when it is read."""
+
+    def __init__(self, data: bytes, highlight: tuple[int, int] | None, width: int, mask: bytearray | None) -> None:
+        self.data = data
+        self.width = width
+        self.mask = mask
+        self.lo, self.hi = _clip(highlight, len(data))
+
+    def __len__(self) -> int:
+        return -(-len(self.data) // self.width)
+
+    @overload
+    def __getitem__(self, i: int) -> HexLine: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[HexLine]: ...
+
+    def __getitem__(self, i: int | slice) -> HexLine | list[HexLine]:
+        if isinstance(i, slice):
+            return [self.line(j) for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("hex line out of range")
+        return self.line(i)
+
+    def line(self, i: int) -> HexLine:
+        off = i * self.width
+        chunk = self.data[off : off + self.width]
+        mask = self.mask
+        if mask is not None and any(mask[off : off + len(chunk)]):
+            cmask = mask[off : off + len(chunk)]
+            cells = tuple("**" if h else _HEX[b] for b, h in zip(chunk, cmask, strict=True))
+            chars = "".join("*" if h else _ASCII[b] for b, h in zip(chunk, cmask, strict=True))
+        else:
+            cells = tuple(_HEX[b] for b in chunk)
+            chars = "".join(_ASCII[b] for b in chunk)
+        lo, hi = self.lo, self.hi
         lit = tuple(range(max(lo, off) - off, min(hi, off + len(chunk)) - off)) if lo < hi else ()
-        out.append(HexLine(off, tuple(cells), "".join(chars), lit))
-    return out
+        return HexLine(off, cells, chars, lit)
 
 
 def _secrets(m: Message) -> list[tuple[int, int]]:

@@ -10,7 +10,7 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from kdissect.tui.details import HexLine, hex_lines
+from kdissect.tui.details import HexLine, HexLines, hex_lines
 from kdissect.tui.keys import HEX, keys_of
 from kdissect.tui.widgets.lines import strip_of
 
@@ -33,7 +33,7 @@ class HexView(ScrollView, can_focus=True):
         super().__init__(id=id)
         self.message: Message | None = None
         self.span: tuple[int, int] | None = None
-        self.lines: list[HexLine] = []
+        self.lines: HexLines | list[HexLine] = []
 
     def show(self, m: Message | None, span: tuple[int, int] | None) -> None:
         """Show the bytes of `m` (its secrets masked) with those of `span` (offset, length)

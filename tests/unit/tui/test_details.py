@@ -4,6 +4,7 @@ spans, hex lines masked as `read -x`, on the project's real captures."""
 from __future__ import annotations
 
 import functools
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -149,6 +150,24 @@ def test_hex_lines_highlight_and_mask(data: bytes, start: int, n: int, width: in
     assert [i for i, c in enumerate(cells) if c == "**"] == sorted(hid)
     if width == 16:
         assert ["    " + ln.text for ln in lines] == list(hexdump(data, hidden=hidden))
+
+
+def test_hex_lines_of_a_large_message_are_made_as_they_are_read() -> None:
+    """A message of 16 MB (RocketMQ's largest; Kafka's is 100 MB) was a million lines made at
+    once when selected: 85 s and 1.1 GB (1 MB: 5.6 s and 68 MB)."""
+    data = bytes(range(256)) * 4096
+    tracemalloc.start()
+    try:
+        lines = hex_lines(data, (1_000_000, 3), 16, [(16, 2)])
+        assert len(lines) == 65_536 and lines[-1].offset == len(data) - 16
+        assert lines[1].cells[:3] == ("**", "**", "12") and lines[62_500].highlighted == (0, 1, 2)
+        assert [ln.offset for ln in lines[2:4]] == [32, 48] and lines[-65_536].offset == 0
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 1024 * 1024
+    with pytest.raises(IndexError):
+        lines[65_536]
 
 
 def test_hostile_trees_do_not_break_rows() -> None:
