@@ -85,16 +85,21 @@ def _ack_response(msg: Message, state: PulsarConversation, body: Field | None) -
 
 def _send_key(msg: Message, state: PulsarConversation, body: Field | None, answer: bool) -> tuple[Any, ...]:
     """("send", producer_id, sequence_id, n): the chunks of one message share a sequence id, so
-    the n-th SEND with that id waits for the n-th receipt."""
+    the n-th SEND with that id waits for the n-th receipt. A SEND whose id no other SEND waiting
+    for its receipt has, and the receipt of such a SEND, are the 0th and keep no counter: only
+    a second SEND while the first waits (the chunks of one message) starts one, so that SENDs
+    never answered leave nothing behind them but their pending entries."""
     pid = body.get("producer_id") if body is not None else None
     seq = body.get("sequence_id") if body is not None else None
     msg.info["corr"] = f"{pid}:{seq}"
     counters = state.send_seq
     c = counters.get((pid, seq))
     if c is None:
+        if answer or state.pending.peek(("send", pid, seq, 0)) is None:
+            return ("send", pid, seq, 0)
         if len(counters) >= MAX_SEND_KEYS:
             counters.pop(next(iter(counters)))
-        c = counters[(pid, seq)] = [0, 0]
+        c = counters[(pid, seq)] = [1, 0]
     slot = 1 if answer else 0
     n = c[slot]
     c[slot] += 1

@@ -34,6 +34,7 @@ from pulsar_testlib import (
 )
 
 from kdissect.dissect.base import ConversationState, Options
+from kdissect.model import Message
 from kdissect.pulsar import conversation
 from kdissect.pulsar.conversation import PulsarConversation
 from kdissect.pulsar.dissector import DISSECTOR
@@ -101,9 +102,31 @@ def test_conversation_state_is_typed_and_bounded(monkeypatch: pytest.MonkeyPatch
     assert st.producers == {1: f"{TOPIC}-1", 2: f"{TOPIC}-2"}  # the oldest was forgotten
     assert st.consumers == {8: TOPIC}
     run(simple(SEND, pb((1, 1), (2, 5))), state=st)
-    assert st.send_seq == {(1, 5): [1, 0]}
-    run(simple(SEND_RECEIPT, pb((1, 1), (2, 5))), to_server=False, state=st)
+    assert st.send_seq == {}  # a lone SEND keeps no counter
+    run(simple(SEND, pb((1, 1), (2, 5))), state=st)
+    assert st.send_seq == {(1, 5): [2, 0]}
+    for _ in range(2):
+        run(simple(SEND_RECEIPT, pb((1, 1), (2, 5))), to_server=False, state=st)
     assert st.send_seq == {}
+
+
+def test_sends_never_answered_leave_no_counters() -> None:
+    """300 conversations of 4,096 SENDs never answered (42 MB) kept 1.2 million counters (260 of
+    the 600 MB stats took)."""
+    st = _state()
+    for seq in range(100):
+        run(simple(SEND, pb((1, 1), (2, seq))), state=st)
+    assert st.send_seq == {}
+    st = _state()
+    order = ["s", "r", "s", "r", "s", "s", "r", "s", "r", "r"]  # chunks answered as they come, or later
+    sends: list[Message] = []
+    peers = []
+    for step in order:
+        if step == "s":
+            sends.append(run(simple(SEND, pb((1, 0), (2, 5))), state=st))
+        else:
+            peers.append(run(simple(SEND_RECEIPT, pb((1, 0), (2, 5))), to_server=False, state=st).peer)
+    assert peers == sends and st.send_seq == {}
 
 
 def test_a_plain_conversation_state_is_refused() -> None:
