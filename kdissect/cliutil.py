@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
+# --max-decompressed at most: the codecs take the cap as a C size (a larger one overflowed), and
+# an lz4 frame reserves the cap's bytes up front (4 GiB failed under a 3 GB address space)
+MAX_DECOMPRESSED = 1 << 30
 
 
 @contextlib.contextmanager
@@ -194,7 +197,7 @@ def decode_options(f: F) -> F:
         click.option("--max-bytes", type=click.IntRange(0), default=None, callback=_max_bytes,
                      help="Cut byte and text values longer than this in the output (0: never). Default: "
                           f"{TEXT_MAX_BYTES} in text output; whole values in export and spark."),
-        click.option("--max-decompressed", type=click.IntRange(1024), default=64 * 1024 * 1024,
+        click.option("--max-decompressed", type=click.IntRange(1024, MAX_DECOMPRESSED), default=64 * 1024 * 1024,
                      show_default=True,
                      help="Cap on the decompressed bytes of one message, all its payloads together. A "
                           "capture's messages together may decompress four times this, plus 100 bytes "

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 import pytest
 from pcapgen import Pkt, TcpConn, ethernet, kafka_request, kafka_response, write_pcap
+from support import CAPTURES
 
 from kdissect.cli import cli
 
@@ -62,6 +63,17 @@ def test_bad_use_is_one_line_and_exit_2(capture: Path, args: list[str], message:
     assert message in r.stderr
     assert "Traceback" not in r.stderr
     assert len([line for line in r.stderr.splitlines() if line.strip()]) <= 3
+
+
+@pytest.mark.parametrize("command", ["read", "stats"])
+def test_a_decompression_cap_past_what_the_codecs_take_is_a_usage_error(command: str) -> None:
+    """--max-decompressed 2**63 ended in an internal error (exit 1) on the first compressed
+    payload (zlib takes the cap as a C size); the largest cap allowed still reads."""
+    rocketmq = str(CAPTURES / "rocketmq" / "gen_encoder_binary.pcap")
+    r = run(command, rocketmq, "--max-decompressed", str(2**63))
+    assert r.returncode == 2 and "--max-decompressed" in r.stderr and "Traceback" not in r.stderr
+    r = run(command, rocketmq, "--max-decompressed", str(1 << 30))
+    assert r.returncode == 0, r.stderr
 
 
 def test_read_lists_messages_with_response_times(capture: Path) -> None:
