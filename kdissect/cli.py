@@ -279,7 +279,10 @@ def main() -> None:
         click.echo("kdissect: interrupted", err=True)
         sys.exit(130)
     except click.ClickException as e:
-        e.show()
+        # One line, as every error of the CLI: click's own usage text is what --help shows.
+        ctx = getattr(e, "ctx", None)
+        hint = f" (see {ctx.command_path} --help)" if isinstance(e, click.UsageError) and ctx is not None else ""
+        click.echo(f"kdissect: error: {' '.join(e.format_message().split())}{hint}", err=True)
         sys.exit(2 if e.exit_code in (1, 2) else e.exit_code)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
