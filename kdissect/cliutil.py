@@ -13,7 +13,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from kdissect.dissect.base import Options
+from kdissect.dissect.base import MAX_DECOMPRESSED, Options
 from kdissect.errors import KdissectError, UsageError
 from kdissect.model import Message
 from kdissect.protocols import DissectorRegistry, parse_decode_as
@@ -23,9 +23,6 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
-# --max-decompressed at most: the codecs take the cap as a C size (a larger one overflowed), and
-# an lz4 frame reserves the cap's bytes up front (4 GiB failed under a 3 GB address space)
-MAX_DECOMPRESSED = 1 << 30
 
 
 @contextlib.contextmanager

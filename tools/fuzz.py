@@ -406,7 +406,9 @@ def _differential(frames: list[RawFrame], registry: DissectorRegistry, output: C
 def _rows(m: Any) -> str:
     from kdissect.spark import records, rows
 
-    return repr((rows.message_row(m), records.extract(m, 256), rows.transaction_row(m)))
+    row = rows.combined_row(m, 256)
+    return repr((rows.message_row(m), records.extract(m, 256), rows.transaction_row(m),
+                 rows.columns([row, row], [*row, "absent"])))
 
 
 def run_rows(frames: list[RawFrame], registry: DissectorRegistry) -> int:

@@ -40,6 +40,10 @@ class Options:
 DEFAULT_OPTIONS = Options()
 
 
+# Options.max_decompressed at most: the codecs take the cap as a C size (a larger one
+# overflowed), and an lz4 frame reserves the cap's bytes up front (4 GiB failed under a 3 GB
+# address space).
+MAX_DECOMPRESSED = 1 << 30
 # Decoded elements per message (array and list elements, repeated fields, vector items) and
 # decoded entries per message (records, batches, batch entries, stored messages): beyond these
 # a message's tree stops growing, with a diagnostic, which bounds the memory one message takes.

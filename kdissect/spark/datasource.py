@@ -39,6 +39,7 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
+from kdissect.dissect.base import MAX_DECOMPRESSED
 from kdissect.errors import UsageError
 from kdissect.protocols import parse_decode_as
 from kdissect.spark.inputs import python_files
@@ -65,17 +66,27 @@ def _paths(options: dict[str, str]) -> list[str]:
     raise UsageError("kdissect data source: no input (load(PATH) or option('path', ...))")
 
 
-def _int(options: dict[str, str], name: str, default: int | None) -> int | None:
+def _int(options: dict[str, str], name: str, default: int | None, lo: int = 1, hi: int = 1 << 62) -> int | None:
+    """An integer option from lo to hi (default when not given); anything else is a usage error."""
     v = options.get(name)
-    return default if v in (None, "") else int(str(v))
+    if v in (None, ""):
+        return default
+    try:
+        n = int(str(v).strip())
+    except ValueError:
+        n = lo - 1
+    if not lo <= n <= hi:
+        raise UsageError(f"kdissect data source: option {name} takes an integer from {lo} to {hi}, not {v!r}")
+    return n
 
 
 def config(options: dict[str, str]) -> Config:
     specs = [s for s in options.get("decode_as", "").split(",") if s.strip()]
     return Config(
         decode_as=parse_decode_as(specs),
-        max_bytes=_int(options, "max_bytes", 256) or 0,
-        max_decompressed=_int(options, "max_decompressed", 64 * 1024 * 1024) or 64 * 1024 * 1024,
+        max_bytes=_int(options, "max_bytes", 256, lo=0) or 0,
+        max_decompressed=_int(options, "max_decompressed", 64 * 1024 * 1024, lo=1024, hi=MAX_DECOMPRESSED)
+        or 64 * 1024 * 1024,
         show_secrets=options.get("show_secrets", "false").lower() == "true",
         display_filter=options.get("filter") or None,
     )

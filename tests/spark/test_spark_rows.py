@@ -272,3 +272,17 @@ def test_decrypted_messages_carry_their_tls_column_into_arrow() -> None:
     table = [b for b in batches((combined_row(m) for m in msgs), combined_columns())]
     values = [v for b in table for v in b.column("tls").to_pylist()]
     assert values == tls
+
+
+@pytest.mark.parametrize(("name", "value"), [("max_decompressed", str(1 << 63)), ("max_decompressed", "100"),
+                                             ("max_bytes", "-1"), ("max_decompressed", "lots")])
+def test_the_data_sources_integer_options_are_checked(name: str, value: str) -> None:
+    """An option out of its range is a one-line usage error before any task runs (2**63 as
+    max_decompressed overflowed the codecs, as --max-decompressed did)."""
+    pytest.importorskip("pyspark.sql.datasource")
+    from kdissect.errors import UsageError
+    from kdissect.spark.datasource import config
+
+    with pytest.raises(UsageError, match=f"option {name} takes an integer from"):
+        config({name: value})
+    assert config({"max_decompressed": "2048", "max_bytes": "0"}).max_decompressed == 2048
