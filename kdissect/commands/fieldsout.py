@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from kdissect.errors import UsageError
-from kdissect.filter.errors import FilterError
-from kdissect.filter.keys import PRESENT, compile_key
+from kdissect.filter.errors import FilterError, UnknownNameError
+from kdissect.filter.evaluator import compile_field
+from kdissect.filter.keys import PRESENT
 from kdissect.model import ARRAY, RAW, STRUCT, Field, Message
 from kdissect.render.jsonout import dumps, field_value, text_or_hex
 from kdissect.text import shown
@@ -81,9 +82,11 @@ class FieldsWriter:
         self.finders: list[Callable[[Message], list[Field]]] = []
         for k in keys:
             try:
-                self.finders.append(compile_key(k))
+                self.finders.append(compile_field(k))
             except FilterError as e:
-                raise UsageError(f"-e {k}: {e.reason}") from None
+                close = e.close if isinstance(e, UnknownNameError) else []
+                hint = f"; did you mean {close[0]}?" if close else ""
+                raise UsageError(f"-e {k}: {e.reason.rstrip('.')}{hint}") from None
         self.fmt = fmt
         self.max_bytes = max_bytes
         self.out = out

@@ -30,7 +30,7 @@ from kdissect.filter.nodes import (
     Or,
     Range,
 )
-from kdissect.filter.parser import is_number, parse
+from kdissect.filter.parser import field_ref, is_number, parse
 from kdissect.model import Message
 
 Predicate = Callable[[Message], bool]
@@ -46,6 +46,12 @@ def compile_filter(expr: str, protocols: tuple[str, ...] | None = None) -> Predi
 
 def compile_node(node: Node, expr: str = "", protocols: tuple[str, ...] | None = None) -> Predicate:
     return _Compiler(expr, protocols).node(node)
+
+
+def compile_field(name: str, protocols: tuple[str, ...] | None = None) -> Callable[[Message], list[Any]]:
+    """The finder of one field name given alone (`export -e`), the name checked as a filter's
+    names are; FilterError (UnknownNameError with the closest names) when it is not one."""
+    return _Compiler(name, protocols).key(field_ref(name, name, 0), False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,13 @@ def is_number(text: str) -> bool:
     return NUMBER_RE.match(text) is not None
 
 
+def field_ref(text: str, src: str, pos: int) -> FieldRef:
+    """A field name written at `pos` of `src`; FilterError when it cannot be one."""
+    if not FIELD_RE.match(text) or is_number(text):
+        raise FilterError(f"{text!r} is not a field name", src, pos)
+    return FieldRef(text, pos)
+
+
 def _describe(tok: Token) -> str:
     if tok.kind == END:
         return "end of filter"
@@ -151,10 +158,9 @@ class _Parser:
         tok = self.peek()
         if tok.kind != WORD or tok.text in KEYWORDS:
             raise self.fail("a field name", tok)
-        if not FIELD_RE.match(tok.text) or is_number(tok.text):
-            raise FilterError(f"{tok.text!r} is not a field name", self.src, tok.pos)
+        ref = field_ref(tok.text, self.src, tok.pos)
         self.next()
-        return FieldRef(tok.text, tok.pos)
+        return ref
 
     def value(self) -> Literal:
         tok = self.peek()

@@ -256,5 +256,19 @@ def test_names_that_exist_are_accepted() -> None:
                  "kafka.topics.partitions.unknown_fields", "kafka.undecoded", "zookeeper.ops.path == /a",
                  "pulsar.anything.at_all", "kafka.topics.name_name", "kafka.error == 6"):
         compile_filter(expr)
-    code, _, err = run("export", str(TRANSACTIONS), "-F", "fields", "-e", "kafka.nosuch")
+    code, _, err = run("export", str(TRANSACTIONS), "-F", "fields", "-e", "kafka.correlation_id", "-e",
+                       "kafka.topics.name_name", "-e", "frame.number", "-e", "kafka")
     assert code == 0, err
+
+
+def test_export_field_names_are_checked_as_filter_names() -> None:
+    """-e names are those -Y takes: an unknown or malformed one is a one-line error, exit 2."""
+    for key, said in (("kafka.nosuch", '"kafka.nosuch" is neither a field nor a protocol name; did you mean kafka.nodes?'),
+                      ("kafka.corelation_id", '"kafka.corelation_id" is neither a field nor a protocol name; '
+                                              "did you mean kafka.correlation_id?"),
+                      ("kafka..x", "'kafka..x' is not a field name"),
+                      ("12", "'12' is not a field name"),
+                      ("foo.bar", "unknown protocol or field 'foo.bar'")):
+        r = subprocess.run([sys.executable, "-m", "kdissect", "export", str(TRANSACTIONS), "-F", "fields",
+                            "-e", "kafka.api_key", "-e", key], capture_output=True, text=True, timeout=120)
+        assert (r.returncode, r.stdout, r.stderr) == (2, "", f"kdissect: error: -e {key}: {said}\n")
