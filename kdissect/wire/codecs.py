@@ -10,7 +10,7 @@ input declares.
 |---|---|
 | `gzip` | deflate streams with a gzip (or zlib) header, one after another |
 | `zlib` | one deflate stream with a zlib (or gzip) header; bytes after it are ignored |
-| `snappy` | a raw snappy block, or xerial framing (magic `\\x82SNAPPY\\x00`, two int32 versions, int32-length raw blocks) |
+| `snappy` | a raw snappy block, or xerial framing (magic `\\x82SNAPPY\\x00`, two int32 versions, int32-length raw blocks; a block before the last counts as at least `XERIAL_BLOCK_COST` bytes of output) |
 | `lz4` | an lz4 frame |
 | `lz4-block` | a raw lz4 block; `size` is the output it holds (blocks do not carry it) |
 | `zstd` | zstd frames one after another |
@@ -30,6 +30,10 @@ from kdissect.errors import DecodeError
 from kdissect.wire.varint import uvarint_at
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
+# A xerial block before the last counts against the cap as at least this many bytes: each block
+# costs a call to the library whatever it holds, and writers fill every block but the last
+# (snappy-java: 32 KiB), so only tiny blocks made to cost work without output are charged more.
+XERIAL_BLOCK_COST = 1024
 
 
 class CodecError(DecodeError):
@@ -160,8 +164,10 @@ def _snappy(codec: str, data: bytes, cap: int, size: int | None) -> bytes:
             raise CodecError(f"xerial snappy block of {n} bytes exceeds the data", total)
         out = _snappy_block(data[pos : pos + n], cap, total)
         parts += out
-        total += len(out)
         pos += n
+        total += len(out) if pos == len(data) else max(len(out), XERIAL_BLOCK_COST)
+        if total > cap:
+            raise _capped("xerial snappy", cap, total)
     return bytes(parts)
 
 

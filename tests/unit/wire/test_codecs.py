@@ -14,7 +14,7 @@ import snappy
 import zstandard
 
 from kdissect.wire import codecs
-from kdissect.wire.codecs import XERIAL_MAGIC, CodecError, CodecUnavailable, decompress
+from kdissect.wire.codecs import XERIAL_BLOCK_COST, XERIAL_MAGIC, CodecError, CodecUnavailable, decompress
 
 TEXT = b"record payload " * 700
 CAP = 64 * 1024 * 1024
@@ -47,6 +47,26 @@ def test_xerial_snappy_blocks() -> None:
     framed = xerial(TEXT)
     assert framed.count(b"\x00\x00") > 0 and len(framed) < len(TEXT)
     assert decompress("snappy", framed, CAP) == TEXT
+
+
+def test_xerial_tiny_blocks_count_against_the_cap() -> None:
+    # Each block costs a call to the library whatever it holds: 30 MB of empty blocks (6 million)
+    # took 34 s under the 64 MiB cap. A block before the last counts as XERIAL_BLOCK_COST bytes
+    # at least; blocks as writers make them (full but the last) count as their output.
+    empty = b"\x00\x00\x00\x01\x00"
+    cap = 100 * XERIAL_BLOCK_COST
+    assert decompress("snappy", XERIAL_MAGIC + bytes(8) + empty * 101, cap) == b""
+    with pytest.raises(CodecError) as e:
+        decompress("snappy", XERIAL_MAGIC + bytes(8) + empty * 102, cap)
+    assert e.value.capped and e.value.produced == 101 * XERIAL_BLOCK_COST
+    t0 = time.perf_counter()
+    with pytest.raises(CodecError) as e:
+        decompress("snappy", XERIAL_MAGIC + bytes(8) + empty * 6_000_000, CAP)
+    assert e.value.capped and time.perf_counter() - t0 < 5
+    text = bytes(range(256)) * 400
+    assert decompress("snappy", xerial(text, XERIAL_BLOCK_COST), len(text)) == text
+    assert decompress("snappy", xerial(text[:XERIAL_BLOCK_COST + 1], XERIAL_BLOCK_COST), XERIAL_BLOCK_COST + 1) \
+        == text[:XERIAL_BLOCK_COST + 1]
 
 
 def test_xerial_cut_block_is_a_problem() -> None:
@@ -215,7 +235,7 @@ def test_many_tiny_pieces_cost_no_memory_of_their_own(codec: str, unit: bytes | 
         data = unit * (1_200_000 // len(unit))
     tracemalloc.start()
     try:
-        out = decompress(codec, data, 1 << 26)
+        out = decompress(codec, data, 1 << 30)  # its 200,000 xerial blocks count as 1 KiB each
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
