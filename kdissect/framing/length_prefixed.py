@@ -130,9 +130,13 @@ class ChunkIndex:
 class LengthPrefixedFramer:
     """4-byte big-endian length prefix, then that many bytes."""
 
-    def __init__(self, max_frame: int, to_server: bool = True, min_frame: int = 0) -> None:
+    def __init__(self, max_frame: int, to_server: bool = True, min_frame: int = 0,
+                 short_ok: Callable[[], bool] | None = None) -> None:
         self.max_frame = max_frame
         self.min_frame = min_frame
+        # Whether a length below min_frame is a message where a boundary is known (Kafka's raw
+        # SASL tokens, of any length); asked only of such a length, never while resynchronising.
+        self.short_ok = short_ok
         self.to_server = to_server
         self.buf = bytearray()
         self.base = 0  # absolute stream offset of buf[0]
@@ -247,7 +251,7 @@ class LengthPrefixedFramer:
             if len(buf) < 4:
                 return out
             n = int.from_bytes(buf[0:4], "big")
-            if n > self.max_frame or 0 < n < self.min_frame:
+            if n > self.max_frame or 0 < n < self.min_frame and not (self.short_ok is not None and self.short_ok()):
                 # An empty message is well formed (Kafka's empty SASL token); min_frame only
                 # keeps resynchronisation from accepting short lengths inside other data.
                 self._bad_length(n)

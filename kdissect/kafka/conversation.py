@@ -32,6 +32,9 @@ class KafkaConversation(ConversationState):
         self.inferences_left = MAX_INFERRED
         self.dropped: OrderedDict[int, tuple[int, int]] | None = None
 
+    def in_raw_sasl_tokens(self) -> bool:
+        return self.sasl_raw_tokens
+
     def drop(self, corr: int, api_key: int, version: int) -> None:
         """A request no longer pending (too many were), remembered for its response, within
         MAX_DROPPED a conversation and the capture's pool."""

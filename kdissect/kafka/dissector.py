@@ -143,7 +143,10 @@ class KafkaDissector:
         return state.pending.peek(corr) is not None
 
     def new_framer(self, to_server: bool, state: ConversationState | None = None) -> Framer:
-        return LengthPrefixedFramer(self.max_frame, to_server, min_frame=4)
+        # A raw SASL token may be shorter than any Kafka message (OAUTHBEARER's error
+        # acknowledgement is one byte): framed, where its boundary is known, while they run.
+        short_ok = state.in_raw_sasl_tokens if isinstance(state, KafkaConversation) else None
+        return LengthPrefixedFramer(self.max_frame, to_server, min_frame=4, short_ok=short_ok)
 
     def new_state(self) -> KafkaConversation:
         return KafkaConversation()

@@ -92,6 +92,35 @@ def test_sasl_handshake_v0_then_raw_tokens() -> None:
     assert after.info["op"] == "Metadata"
 
 
+def test_raw_sasl_tokens_shorter_than_a_kafka_message_are_framed() -> None:
+    # OAUTHBEARER's client_error_ack is the one byte 0x01: below the framer's 4-byte minimum, it
+    # made the framer resynchronise and lose the tokens after it.
+    state = DISSECTOR.new_state()
+    client, server = DISSECTOR.new_framer(True, state), DISSECTOR.new_framer(False, state)
+    stream = frame(b"\x01") + frame(b"ab") + frame(b"n,a=x,\x01auth=Bearer t\x01\x01")
+
+    def framed(framer: object, data: bytes, to_server: bool) -> list[Message]:
+        out = []
+        for pdu in framer.feed(data, 1, 0.0):  # type: ignore[attr-defined]
+            msg = Message(pdu, 0, "c", "s", "kafka")
+            run_dissector(DISSECTOR, msg, state, Options())
+            out.append(msg)
+        return out
+
+    before = framed(client, request(17, 0, 1, b"\x00\x0bOAUTHBEARER"), True)
+    assert [m.info["op"] for m in before] == ["SaslHandshake"]
+    framed(server, frame(struct.pack(">ihi", 1, 0, 1) + b"\x00\x0bOAUTHBEARER"), False)
+    tokens = framed(client, stream + request(3, 1, 2, struct.pack(">i", -1)), True)
+    assert [len(m.data) for m in tokens] == [5, 6, 26, 19] and not [k for m in tokens for k in keys(m)]
+    assert [m.summary for m in tokens[:2]] == ["SASL token request (1 byte)", "SASL token request (2 bytes)"]
+    assert tokens[3].info["op"] == "Metadata"
+    # Outside raw tokens a length below 4 is no Kafka message: the framer resynchronises.
+    plain = DISSECTOR.new_state()
+    other = DISSECTOR.new_framer(True, plain)
+    first = other.feed(frame(b"\x01") + request(3, 1, 2, struct.pack(">i", -1)), 1, 0.0)
+    assert first == [] and [d.key for d in other.pending_diags] == ["framing.bad_length"]
+
+
 def test_response_api_inferred_when_unambiguous() -> None:
     from kafka_captures import messages
 
