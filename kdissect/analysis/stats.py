@@ -4,7 +4,8 @@ Per protocol, operation (msg.info["op"]) and version: requests, responses, event
 name, expected answers by name, long polls and a response-time sketch (Wireshark's Service
 Response Time); record throughput per topic and partition; per client id; per path (ZooKeeper and
 any protocol that sets info["path"]); per conversation; diagnostics by key. Each table holds at
-most `max_keys` rows: later keys fold into an OTHER row. Nothing is kept per message, except the
+most `max_keys` rows: later keys fold into an OTHER row, and a row's errors (or expected answers)
+by name at most MAX_ERROR_NAMES names: later names count as OTHER. Nothing is kept per message, except the
 few answers held until the client's retry confirms they were expected (analysis/expected.py).
 
 An error answer is an error or expected (EXPECTED_ERRORS); a response whose time is a wait the
@@ -26,6 +27,7 @@ from kdissect.model import Message
 
 OTHER = "(other)"
 MAX_KEYS = 10_000
+MAX_ERROR_NAMES = 100  # distinct error (or expected) names an operation's or a path's row keeps
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -128,6 +130,10 @@ def error_of(m: Message) -> str | None:
 
 
 def _tally(counter: Counter[str], key: str, sign: int) -> None:
+    """Count (sign 1) or take back (-1) a name; past MAX_ERROR_NAMES names a new one counts as
+    OTHER, and a name not kept is taken back from there."""
+    if key not in counter and (sign < 0 or len(counter) >= MAX_ERROR_NAMES):
+        key = OTHER
     counter[key] += sign
     if counter[key] <= 0:
         del counter[key]
