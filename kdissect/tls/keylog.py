@@ -7,7 +7,7 @@ A key log may grow while it is read (`sniff` beside a client that appends to it)
 misses reads what was appended since the last read (up to the size the file had then), so the file
 is read once in all. Only a regular file is read: SSLKEYLOGFILE naming a device or a FIFO (which
 never ends, or blocks until a writer comes) is a key log that cannot be read. Lines that
-are not secrets (other labels, bad hex, too long) are skipped. The secrets never leave this
+are not secrets (other labels, bad hex, too long) are skipped, a long one whole up to its end. The secrets never leave this
 object except to the key schedule.
 """
 
@@ -33,6 +33,7 @@ class KeyLog:
         self._secrets: dict[tuple[bytes, bytes], bytes] = {}
         self._offset = 0  # bytes of the file read so far
         self._rest = b""  # a last line not yet ended
+        self._skip = False  # inside a line too long to be a secret: its bytes are dropped up to its end
         self.error: str | None = None  # why the file could not be read, if it could not
 
     def secret(self, label: bytes, client_random: bytes) -> bytes | None:
@@ -56,14 +57,19 @@ class KeyLog:
                     self.error = "not a regular file"
                     return
                 if st.st_size < self._offset:  # truncated and written anew
-                    self._offset, self._rest = 0, b""
+                    self._offset, self._rest, self._skip = 0, b"", False
                 f.seek(self._offset)
                 while self._offset < st.st_size and (chunk := f.read(min(READ_CHUNK, st.st_size - self._offset))):
                     self._offset += len(chunk)
+                    if self._skip:
+                        end = chunk.find(b"\n")
+                        if end < 0:
+                            continue
+                        chunk, self._skip = chunk[end + 1 :], False
                     lines = (self._rest + chunk).split(b"\n")
                     self._rest = lines.pop()
                     if len(self._rest) > MAX_LINE:
-                        self._rest = b""
+                        self._rest, self._skip = b"", True
                     for line in lines:
                         self._add(line)
         except OSError as e:

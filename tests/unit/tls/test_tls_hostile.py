@@ -17,7 +17,7 @@ from tlspeer import run
 from kdissect.stream.reassembly import Data
 from kdissect.tls.connection import MAX_RECORD, TlsConnection, starts_tls
 from kdissect.tls.handshake import MAX_HELLO, BadHandshake, HandshakeReader, parse_hello
-from kdissect.tls.keylog import KeyLog
+from kdissect.tls.keylog import READ_CHUNK, KeyLog
 
 MESSAGES = [(0, b"\x00\x00\x00\x08abcdefgh"), (1, b"\x00\x00\x00\x04wxyz" * 50), (0, b"tail")]
 
@@ -104,6 +104,27 @@ def test_key_log_lines_that_are_not_secrets_are_skipped(tmp_path: Path) -> None:
     assert len(k) == 1
     missing = KeyLog(str(tmp_path / "absent.log"))
     assert missing.secret(b"CLIENT_RANDOM", b"\x11" * 32) is None and missing.error
+
+
+def test_a_key_log_line_over_a_read_chunk_is_skipped_whole(tmp_path: Path) -> None:
+    # A line longer than the 1 MiB read was dropped a chunk at a time, and what followed the last
+    # chunk boundary in it read as a line of its own: here a secret forged inside a long comment.
+    log = tmp_path / "k.log"
+    good = b"CLIENT_RANDOM " + b"11" * 32 + b" " + b"22" * 48 + b"\n"
+    forged = b"CLIENT_RANDOM " + b"33" * 32 + b" " + b"44" * 48
+    after = b"CLIENT_RANDOM " + b"55" * 32 + b" " + b"66" * 48 + b"\n"
+    pad = b"#" + b"x" * (2 * READ_CHUNK - len(good) - 1)
+    log.write_bytes(good + pad + forged + b"\n" + after)
+    k = KeyLog(str(log))
+    assert k.secret(b"CLIENT_RANDOM", bytes.fromhex("55" * 32)) == bytes.fromhex("66" * 48)
+    assert k.secret(b"CLIENT_RANDOM", bytes.fromhex("33" * 32)) is None and len(k) == 2
+    # The same when the long line is still being written: its end comes in a later read.
+    log.write_bytes(good + pad)
+    k = KeyLog(str(log))
+    assert len(k) == 0 and k.secret(b"CLIENT_RANDOM", bytes.fromhex("11" * 32)) is not None
+    with log.open("ab") as f:
+        f.write(forged + b"\n" + after)
+    assert k.secret(b"CLIENT_RANDOM", bytes.fromhex("33" * 32)) is None and len(k) == 2
 
 
 def test_a_key_log_that_is_not_a_regular_file_is_unreadable(tmp_path: Path) -> None:
