@@ -100,14 +100,16 @@ TLS_COLUMN = Col("tls", 2, True)
 
 def _print_table(rows: list[dict[str, Any]], no_color: bool) -> None:
     with_tls = any(r["tls"] for r in rows)
-    cells = []
-    for r in rows:
-        dur = r["duration_s"]
-        cells.append([str(r["stream"]), r["protocol"] or "(not decoded)", r["client"], r["server"],
-                      str(r["packets"]), size_text(r["bytes_to_server"]), size_text(r["bytes_to_client"]),
-                      str(r["matched_messages"]), str(r["requests"]), str(r["responses"]), str(r["errors"]),
-                      str(r["expected"]), "" if dur is None else f"{dur:.3f}",
-                      *((_tls_text(r["tls"]),) if with_tls else ())])
+
+    def cells() -> Iterator[list[str]]:  # made as they are read, twice, rather than kept (2.7 KB a row)
+        for r in rows:
+            dur = r["duration_s"]
+            yield [str(r["stream"]), r["protocol"] or "(not decoded)", r["client"], r["server"],
+                   str(r["packets"]), size_text(r["bytes_to_server"]), size_text(r["bytes_to_client"]),
+                   str(r["matched_messages"]), str(r["requests"]), str(r["responses"]), str(r["errors"]),
+                   str(r["expected"]), "" if dur is None else f"{dur:.3f}",
+                   *((_tls_text(r["tls"]),) if with_tls else ())]
+
     console = make_console(no_color)
     cols = [*COLUMNS, *((TLS_COLUMN,) if with_tls else ())]
     lines = plain_lines(cols, cells, console.width) if console.no_color or console.color_system is None else None
@@ -116,7 +118,7 @@ def _print_table(rows: list[dict[str, Any]], no_color: bool) -> None:
         for line in lines:
             out.write(line + "\n")
         return
-    fit = fitted_table(cols, cells, console.width)
+    fit = fitted_table(cols, list(cells()), console.width)
     console.print(fit.table)
     if fit.dropped:
         console.print(f"(too narrow for: {', '.join(fit.dropped)}; -F json has every column)", style="dim",

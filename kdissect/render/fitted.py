@@ -11,6 +11,7 @@ A column may set its own least width (`least`: addresses are not cut below ADDRE
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,15 +40,15 @@ class Fitted:
     dropped: list[str]
 
 
-def _natural(col: Col, cells: list[str]) -> int:
-    return max([len(col.name), *(len(c) for c in cells)])
+def _natural(col: Col, longest: int) -> int:
+    return max(len(col.name), longest)
 
 
-def _minimum(col: Col, cells: list[str]) -> int:
+def _minimum(col: Col, longest: int) -> int:
     word = max(len(w) for w in col.name.split())
     if col.text:
-        return max(word, min(_natural(col, cells), col.least))
-    return max([word, *(len(c) for c in cells)])
+        return max(word, min(_natural(col, longest), col.least))
+    return max(word, longest)
 
 
 def _total(widths: list[int]) -> int:
@@ -56,12 +57,16 @@ def _total(widths: list[int]) -> int:
 
 def choose(cols: list[Col], rows: list[list[str]], width: int) -> tuple[list[int], list[int] | None]:
     """The indexes of the columns kept and their widths (None: natural widths fit)."""
-    cells = [[r[i] for r in rows] for i in range(len(cols))]
+    return choose_by_longest(cols, [max((len(r[i]) for r in rows), default=0) for i in range(len(cols))], width)
+
+
+def choose_by_longest(cols: list[Col], longest: list[int], width: int) -> tuple[list[int], list[int] | None]:
+    """choose() from the length of each column's longest cell, all it needs of the cells."""
     keep = list(range(len(cols)))
-    natural = [_natural(cols[i], cells[i]) for i in keep]
+    natural = [_natural(cols[i], longest[i]) for i in keep]
     if _total(natural) <= width:
         return keep, None
-    least = [_minimum(c, cells[i]) for i, c in enumerate(cols)]
+    least = [_minimum(c, longest[i]) for i, c in enumerate(cols)]
     keep = [i for i, c in enumerate(cols) if c.priority is None]
     for _, i in sorted(((c.priority, i) for i, c in enumerate(cols) if c.priority is not None), reverse=True):
         if _total([least[j] for j in [*keep, i]]) <= width:
@@ -73,32 +78,44 @@ def choose(cols: list[Col], rows: list[list[str]], width: int) -> tuple[list[int
         for j, i in enumerate(keep):
             if spare <= 0 or cols[i].text != text_first:
                 continue
-            grow = min(spare, _natural(cols[i], cells[i]) - widths[j])
+            grow = min(spare, _natural(cols[i], longest[i]) - widths[j])
             widths[j] += grow
             spare -= grow
     return keep, widths
 
 
-def plain_lines(cols: list[Col], rows: list[list[str]], width: int) -> list[str] | None:
-    """The lines rich writes for fitted_table(cols, rows, width) (no options) on a console
-    without colours, made without rich, when every column keeps its natural width and no cell
-    wraps; None otherwise (rich lays the table out then). Rich measures every cell of a table
-    it prints and keeps the rendered lines of all of them in memory at once, which for a table of
-    100 000 rows takes a minute and a gigabyte."""
-    rows = [[shown(cell) for cell in r] for r in rows]
-    if not rows or choose(cols, rows, width)[1] is not None:
+def plain_lines(cols: list[Col], rows: Callable[[], Iterable[list[str]]], width: int) -> Iterator[str] | None:
+    """The lines rich writes for fitted_table(cols, list(rows()), width) (no options) on a
+    console without colours, made without rich, when every column keeps its natural width and
+    no cell wraps; None otherwise (rich lays the table out then). Rich measures every cell of a
+    table it prints and keeps the rendered lines of all of them in memory at once, which for a
+    table of 100 000 rows takes a minute and a gigabyte. The rows are made twice, once to size
+    the columns and once as the lines are read, and never kept."""
+    longest = [0] * len(cols)
+    widths = [cell_len(c.name) for c in cols]
+    count = 0
+    for r in rows():
+        count += 1
+        for i, cell in enumerate(r):
+            text = shown(cell)
+            longest[i] = max(longest[i], len(text))
+            widths[i] = max(widths[i], cell_len(text))
+    if not count or choose_by_longest(cols, longest, width)[1] is not None or _total(widths) > width:
         return None
-    widths = [max([cell_len(c.name), *(cell_len(r[i]) for r in rows)]) for i, c in enumerate(cols)]
-    if _total(widths) > width:
-        return None
+    return _plain(cols, rows, widths)
+
+
+def _plain(cols: list[Col], rows: Callable[[], Iterable[list[str]]], widths: list[int]) -> Iterator[str]:
     last = len(cols) - 1
 
     def line(cells: list[str], bar: str) -> str:
-        return bar.join(_pad(t, w, c.text) for c, t, w in zip(cols, cells, widths, strict=True))
+        return bar.join(_pad(shown(t), w, c.text) for c, t, w in zip(cols, cells, widths, strict=True))
 
+    yield line([c.name for c in cols], " ┃ ")
     # under the header: each column's width and the spaces beside it (none at the edges)
-    rule = "╇".join("━" * (w + (i > 0) + (i < last)) for i, w in enumerate(widths))
-    return [line([c.name for c in cols], " ┃ "), rule, *(line(r, " │ ") for r in rows)]
+    yield "╇".join("━" * (w + (i > 0) + (i < last)) for i, w in enumerate(widths))
+    for r in rows():
+        yield line(r, " │ ")
 
 
 def _pad(text: str, width: int, left: bool) -> str:
