@@ -92,7 +92,7 @@ class PulsarDissector:
         return self.probe(head) >= 0.9
 
     def new_framer(self, to_server: bool, state: ConversationState | None = None) -> Framer:
-        return LengthPrefixedFramer(self.max_frame, to_server, MIN_FRAME)
+        return LengthPrefixedFramer(self.max_frame, to_server, MIN_FRAME, empty=False)
 
     def new_state(self) -> PulsarConversation:
         return PulsarConversation()

@@ -36,6 +36,8 @@ from kdissect.rocketmq.tables import (
 )
 from kdissect.wire.reader import WireReader
 
+MIN_FRAME = 5  # the serialize type and header length, and a header byte (the probe's bound)
+
 # Ext-field keys copied into msg.info (full camelCase key -> info key).
 INFO_KEYS = (("topic", "topic"), ("queueId", "queue_id"), ("consumerGroup", "group"), ("producerGroup", "group"))
 
@@ -115,7 +117,7 @@ class RocketMQDissector:
         return frame_score(head, requests_only=False) >= 0.5
 
     def new_framer(self, to_server: bool, state: ConversationState | None = None) -> Framer:
-        return LengthPrefixedFramer(self.max_frame, to_server)
+        return LengthPrefixedFramer(self.max_frame, to_server, MIN_FRAME, empty=False)
 
     def new_state(self) -> ConversationState:
         return ConversationState()

@@ -43,7 +43,7 @@ class ZkFramer:
     def __init__(self, max_frame: int, to_server: bool, link: TextLink | None = None) -> None:
         self.to_server = to_server
         self.max_frame = max_frame
-        self.inner = LengthPrefixedFramer(max_frame, to_server, min_frame=8 if to_server else 16)
+        self.inner = LengthPrefixedFramer(max_frame, to_server, min_frame=8 if to_server else 16, empty=False)
         self.link = link if link is not None else TextLink()
         self.mode = UNDECIDED
         self.held: list[tuple[bytes, int, float]] = []  # chunks seen before the mode is known

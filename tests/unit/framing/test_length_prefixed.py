@@ -256,3 +256,23 @@ def test_retransmissions_one_after_another_are_one_overlap() -> None:
          "(the first-seen bytes are used)"],
         ["frame 5010 retransmits 3 bytes that differ from those first captured (the first-seen bytes are used)"],
     ]
+
+
+def test_an_empty_message_is_a_bad_length_where_none_may_be_empty() -> None:
+    # Pulsar, RocketMQ and ZooKeeper have no empty message: a length of 0 made a message of 4
+    # bytes each, so 1 MB of zeros was 250,000 malformed messages (3 s and 93 MB of JSON).
+    from kdissect.dissect.base import ConversationState
+    from kdissect.pulsar.dissector import DISSECTOR as PULSAR
+    from kdissect.rocketmq.dissector import DISSECTOR as ROCKETMQ
+    from kdissect.zookeeper.dissector import DISSECTOR as ZOOKEEPER
+
+    for d in (PULSAR, ROCKETMQ, ZOOKEEPER):
+        state = d.new_state()
+        assert isinstance(state, ConversationState)
+        f = d.new_framer(True, state)
+        f.set_probe(lambda head, d=d, state=state: d.probe_boundary(head, True, state), True)
+        out = f.feed(b"\x00" * 4000, 1, 0.0) + f.flush()
+        assert len(out) <= 1, d.name
+        assert all(len(p.data) != 4 for p in out), d.name
+    kafka = LengthPrefixedFramer(1000, min_frame=4)  # Kafka's empty SASL token is a message
+    assert [p.data for p in kafka.feed(msg(b"") * 2, 1, 0.0)] == [msg(b"")] * 2
