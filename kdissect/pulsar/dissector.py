@@ -104,6 +104,7 @@ class PulsarDissector:
         try:
             _dissect(msg, state, opts, ctx)
         finally:
+            ctx.settle()
             msg.diagnostics.extend(ctx.diags)
             msg.inflated = ctx.budget.inflated
 

@@ -39,6 +39,7 @@ from kdissect.wire.varint import uvarint_at, zigzag
 VARINT, FIXED64, LEN, FIXED32 = 0, 1, 2, 5
 MAX_DEPTH = 24
 MAX_UNKNOWN_NOTED = 100  # unknown fields (of a message type, by number) noted one by one, per message
+MAX_NOTED = 100  # notes of one kind (a malformed or incomplete nested message) one by one, per message
 
 # Scalar type -> wire type it is written with.
 WIRE_OF: dict[str, int] = {
@@ -90,10 +91,34 @@ class WalkContext:
     # Unknown fields noted (see unknown_field): (message, number, wire type) -> [its note's
     # index in diags, how many times it came]; None: those past MAX_UNKNOWN_NOTED.
     unknown: dict[tuple[str, int, int] | None, list[int]] = field(default_factory=dict)
+    # Notes by name: name -> [how many came, the index in diags of the one that stands for those
+    # past MAX_NOTED (-1 until then)], and the text of the last of them (see settle).
+    noted: dict[str, list[int]] = field(default_factory=dict)
+    last_noted: dict[str, str] = field(default_factory=dict)
 
     def note(self, name: str, text: str, offset: int) -> None:
-        """The Pulsar diagnostic `name` (see pulsar/diagnostics.py)."""
-        self.diags.append(DIAGNOSTICS(name, text, offset))
+        """The Pulsar diagnostic `name` (see pulsar/diagnostics.py): MAX_NOTED of a name one by
+        one, then one note for the others, its text set by `settle` (a repeated field of empty
+        or broken sub-messages took a note of about 150 bytes for every 2 or 3 bytes)."""
+        seen = self.noted.get(name)
+        if seen is None:
+            seen = self.noted[name] = [0, -1]
+        seen[0] += 1
+        if seen[0] <= MAX_NOTED:
+            self.diags.append(DIAGNOSTICS(name, text, offset))
+            return
+        if seen[1] < 0:
+            seen[1] = len(self.diags)
+            self.diags.append(DIAGNOSTICS(name, "", offset))
+        self.last_noted[name] = text
+
+    def settle(self) -> None:
+        """Give the notes that stand for those past MAX_NOTED their text (once the walk is done:
+        rewriting one for each note cost more than the note)."""
+        for name, (count, at) in self.noted.items():
+            if at >= 0:
+                text = f"{count - MAX_NOTED} more of this kind, the last: {self.last_noted[name]}"
+                self.diags[at] = replace(self.diags[at], message=text)
 
     def unknown_field(self, message: str, number: int, wire: int, known: bool, offset: int) -> None:
         """Note an unknown field (or one with an unexpected wire type): once per field of a

@@ -121,6 +121,20 @@ def test_malformed_submessage_keeps_siblings() -> None:
     assert "pulsar.malformed_field" in [d.key for d in ctx.diags]
 
 
+def test_notes_of_one_kind_past_the_cap_are_one_note() -> None:
+    # A repeated field of empty or broken sub-messages (2 or 3 bytes each) took a note each,
+    # about 150 bytes of JSON: 30,000 in a 60 KB PING made 4.5 MB.
+    ctx = WalkContext()
+    empty, broken = b"\x12\x00", b"\x12\x01\x00"  # connect {} (client_version missing); field 0
+    f = _walk("BaseCommand", b"\x08\x12" + empty * 1000 + broken * 1000, ctx)
+    ctx.settle()
+    assert f.children is not None and sum(c.name == "connect" for c in f.children) == 2000
+    keys = [d.key for d in ctx.diags]
+    assert keys.count("pulsar.missing_required") == keys.count("pulsar.malformed_field") == 101  # MAX_NOTED and one
+    last = [d for d in ctx.diags if d.key == "pulsar.missing_required"][-1]
+    assert last.message == "900 more of this kind, the last: CommandConnect: required client_version missing"
+
+
 def test_truncated_and_bad_lengths_raise_decode_errors() -> None:
     with pytest.raises(Truncated):
         walk(b"\x08", 0, 1, "CommandFlow", WalkContext(), 0)
