@@ -238,7 +238,7 @@ class KafkaDissector:
     def _answer(self, msg: Message, r: WireReader, corr: int, api_key: int, version: int, opts: Options,
                 state: KafkaConversation) -> None:
         """A response decoded as the answer to its request, of `api_key` and `version`."""
-        state.inferences_left = 0  # the capture has this conversation's requests from here on
+        state.stop_inferring()
         _, hfield = read_response_header(r, response_header_version(api_key, version))
         msg.fields.append(hfield)
         name = api_name(api_key)
@@ -249,8 +249,7 @@ class KafkaDissector:
     def _unmatched(self, msg: Message, r: WireReader, corr: int, opts: Options,
                    state: KafkaConversation) -> None:
         guess = None
-        if state.inferences_left > 0:
-            state.inferences_left -= 1
+        if state.may_infer():
             guess = infer_response(msg.data, opts)
         if guess is not None:
             api_key, versions = guess
