@@ -134,10 +134,13 @@ class LengthPrefixedFramer:
                  short_ok: Callable[[], bool] | None = None) -> None:
         self.max_frame = max_frame
         self.min_frame = min_frame
-        # Whether a message may be empty (a length of 0: Kafka's empty SASL token). Where none
-        # may, a 0 is a bad length: each empty message made a message of 4 bytes, whose output
-        # (about 380 bytes of JSON) and decoding (about 10 µs) a stream of zeros multiplied.
+        # Whether a message may be empty (a length of 0: Kafka's empty SASL token), and then one
+        # a segment at most (a token is answered before the next is sent; `empty_ok`: one may
+        # still come in this segment). Otherwise a 0 is a bad length: each empty message made a
+        # message of 4 bytes, whose output (about 380 bytes of JSON) and decoding (about 10 µs) a
+        # stream of zeros multiplied.
         self.empty = empty
+        self.empty_ok = empty
         # Whether a length below min_frame is a message where a boundary is known (Kafka's raw
         # SASL tokens, of any length); asked only of such a length, never while resynchronising.
         self.short_ok = short_ok
@@ -176,6 +179,7 @@ class LengthPrefixedFramer:
     def feed(self, data: bytes, frame: int, ts: float) -> list[Pdu]:
         self.index.add(self.base + len(self.buf) + len(data), frame, ts)
         self.buf += data
+        self.empty_ok = self.empty
         return self._drain()
 
     def gap(self, lost: int, frame_before: int, frame_after: int) -> list[Pdu]:
@@ -255,16 +259,18 @@ class LengthPrefixedFramer:
             if len(buf) < 4:
                 return out
             n = int.from_bytes(buf[0:4], "big")
-            if (n > self.max_frame or n == 0 and not self.empty
+            if (n > self.max_frame or n == 0 and not self.empty_ok
                     or 0 < n < self.min_frame and not (self.short_ok is not None and self.short_ok())):
                 # An empty message is well formed where `empty` says so (Kafka's empty SASL
-                # token); min_frame only keeps resynchronisation from accepting short lengths
-                # inside other data.
+                # token), one a segment; min_frame only keeps resynchronisation from accepting
+                # short lengths inside other data.
                 self._bad_length(n)
                 continue
             total = 4 + n
             if len(buf) < total:
                 return out
+            if n == 0:
+                self.empty_ok = False
             frames, ts0, ts1 = self.index.span(self.base, self.base + total)
             out.append(Pdu(bytes(buf[:total]), frames, ts0, ts1, self.to_server, self.pending_diags))
             self.pending_diags = []
