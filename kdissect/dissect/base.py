@@ -51,12 +51,14 @@ MAX_ELEMENTS = 100_000
 MAX_ENTRIES = 100_000
 # What the messages of a capture may decompress and show in all: CAPTURE_MESSAGES messages'
 # worth of Options.max_decompressed and of MAX_ENTRIES, plus DECOMPRESSION_RATIO bytes and one
-# entry for every byte of the messages the capture has carried so far. Real traffic compresses a
-# few times, rarely a hundred, and its records take tens of bytes or more; a capture of
-# compression bombs (kilobytes that each inflate to a message's whole budget, or to its 100,000
-# tiny records) then costs work in proportion to its size.
+# entry for every ENTRY_BYTES bytes of the messages the capture has carried so far. Real traffic
+# compresses a few times, rarely a hundred, and its records take tens of bytes or more (an entry
+# costs a few µs to decode and write); a capture of compression bombs (kilobytes that each
+# inflate to a message's whole budget, or to its 100,000 tiny records) then costs work in
+# proportion to its size.
 CAPTURE_MESSAGES = 4
 DECOMPRESSION_RATIO = 100
+ENTRY_BYTES = 4
 
 
 class Inflation:
@@ -97,7 +99,7 @@ class Budget:
 
     def _entries_allowed(self) -> int:
         c = self._capture
-        return CAPTURE_MESSAGES * self.entries_limit + (c.carried if c is not None else 0)
+        return CAPTURE_MESSAGES * self.entries_limit + (c.carried // ENTRY_BYTES if c is not None else 0)
 
     def entry(self) -> bool:
         """Whether one more entry may be shown; if so, it is spent."""
@@ -117,7 +119,7 @@ class Budget:
         c = self._capture
         if c is not None and c.entries >= self._entries_allowed():
             return (f"the capture has shown as many {kind} as its budget allows ({CAPTURE_MESSAGES} "
-                    f"messages' {self.entries_limit}, plus one a byte of its messages)")
+                    f"messages' {self.entries_limit}, plus one for every {ENTRY_BYTES} bytes of its messages)")
         return f"more than {self.entries_limit} {kind} in the message"
 
     def _left(self) -> int:
