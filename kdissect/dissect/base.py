@@ -63,7 +63,7 @@ ENTRY_BYTES = 4
 
 class Inflation:
     """What the messages of a capture decompressed (`spent`) and showed (`entries`), and the
-    bytes they carried (a CaptureState object)."""
+    bytes they carried (CaptureState.inflation)."""
 
     __slots__ = ("carried", "spent", "entries")
 
@@ -82,24 +82,23 @@ class Budget:
     decompressed bytes the message keeps (Message.inflated)."""
 
     __slots__ = ("inflate_left", "inflate_limit", "inflated", "elements_left", "elements_limit",
-                 "entries_left", "entries_limit", "_said", "_own_left", "_capture", "_capture_limit")
+                 "entries_left", "entries_limit", "_said", "_own_left", "_capture", "_capture_limit",
+                 "_entries_cap")
 
     def __init__(self, opts: Options | None = None, capture: CaptureState | None = None) -> None:
-        self.inflate_limit = (opts or DEFAULT_OPTIONS).max_decompressed
-        self._own_left = self.inflate_limit
-        self._capture = capture.get(Inflation) if capture is not None else None
-        self._capture_limit = CAPTURE_MESSAGES * self.inflate_limit
-        self.inflate_left = self._left()
+        limit = (opts or DEFAULT_OPTIONS).max_decompressed
+        self.inflate_limit = self._own_left = self.inflate_left = limit
+        c = self._capture = capture.inflation if capture is not None else None
+        self._capture_limit = CAPTURE_MESSAGES * limit
         self.inflated = 0
         self.elements_limit = self.elements_left = MAX_ELEMENTS
         self.entries_limit = self.entries_left = MAX_ENTRIES
-        if self._capture is not None:
-            self.entries_left = max(0, min(MAX_ENTRIES, self._entries_allowed() - self._capture.entries))
+        self._entries_cap = 0  # the entries the capture may show in all, as of this message
+        if c is not None:
+            self.inflate_left = max(0, min(limit, self._capture_limit + DECOMPRESSION_RATIO * c.carried - c.spent))
+            self._entries_cap = CAPTURE_MESSAGES * MAX_ENTRIES + c.carried // ENTRY_BYTES
+            self.entries_left = max(0, min(MAX_ENTRIES, self._entries_cap - c.entries))
         self._said: set[str] = set()
-
-    def _entries_allowed(self) -> int:
-        c = self._capture
-        return CAPTURE_MESSAGES * self.entries_limit + (c.carried // ENTRY_BYTES if c is not None else 0)
 
     def entry(self) -> bool:
         """Whether one more entry may be shown; if so, it is spent."""
@@ -109,7 +108,7 @@ class Budget:
         c = self._capture
         if c is not None:
             c.entries += 1
-            if c.entries >= self._entries_allowed():
+            if c.entries >= self._entries_cap:
                 self.entries_left = 0
         return True
 
@@ -117,7 +116,7 @@ class Budget:
         """Why no more entries (`kind`: "records and batches") may be shown: the message's limit, or
         the capture's."""
         c = self._capture
-        if c is not None and c.entries >= self._entries_allowed():
+        if c is not None and c.entries >= self._entries_cap:
             return (f"the capture has shown as many {kind} as its budget allows ({CAPTURE_MESSAGES} "
                     f"messages' {self.entries_limit}, plus one for every {ENTRY_BYTES} bytes of its messages)")
         return f"more than {self.entries_limit} {kind} in the message"
@@ -188,11 +187,12 @@ class CaptureState:
     a capture (`ConversationState.capture`) and sets `frame`, the number of the frame being
     decoded (the one that completed the messages dissected now)."""
 
-    __slots__ = ("_objects", "frame")
+    __slots__ = ("_objects", "frame", "inflation")
 
     def __init__(self) -> None:
         self._objects: dict[type, object] = {}
         self.frame = 0
+        self.inflation = Inflation()  # what its messages carried, decompressed and showed
 
     def get(self, cls: type[T]) -> T:
         obj = self._objects.get(cls)
@@ -316,7 +316,7 @@ def run_dissector(d: Dissector, msg: Message, state: ConversationState, opts: Op
     that were not decoded. What was decoded before the break stays: the fields the error's
     `partial` still carries are appended, and a summary the dissector already set gets
     " (malformed)". Any other exception is a bug and propagates."""
-    state.capture.get(Inflation).carried += len(msg.data)
+    state.capture.inflation.carried += len(msg.data)
     try:
         d.dissect(msg, state, opts)
     except DecodeError as e:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from kdissect.dissect.base import ConversationState, Inflation
+from kdissect.dissect.base import ConversationState
 
 # Responses whose API may be inferred per conversation (each tries every response plan, about a
 # millisecond): those a capture that starts mid-connection shows before the first response that
 # finds its request, one for each request in flight.
 MAX_INFERRED = 8
 # What the conversations of a capture may infer together: CAPTURE_INFERRED responses, and one more
-# for every INFER_BYTES bytes of the messages the capture has carried (Inflation.carried). Each
+# for every INFER_BYTES bytes of the messages the capture has carried (CaptureState.inflation). Each
 # conversation had its own 8, so thousands of connections of 8 small responses each (28 bytes,
 # about 0.3 ms an inference) cost 6 µs a byte of capture.
 CAPTURE_INFERRED = 256
@@ -59,7 +59,7 @@ class KafkaConversation(ConversationState):
         if self._inferences <= 0:
             return False
         inferred = self.capture.get(Inferences)
-        if inferred.spent >= CAPTURE_INFERRED + self.capture.get(Inflation).carried // INFER_BYTES:
+        if inferred.spent >= CAPTURE_INFERRED + self.capture.inflation.carried // INFER_BYTES:
             return False
         self._inferences -= 1
         inferred.spent += 1
