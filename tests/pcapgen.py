@@ -149,12 +149,13 @@ def kafka_request(api_key: int, version: int, corr: int, client_id: str = "test"
 def api_versions_with_tags(corr: int, tags: int, first: int = 100) -> bytes:
     """ApiVersions v3 whose tagged-field section holds `tags` empty unknown tags (numbered from
     `first`): 2 to 4 bytes on the wire each, a field each in the tree."""
-    body = b"\x02x\x021" + _uvarint(tags) + b"".join(_uvarint(first + t) + b"\x00" for t in range(tags))
+    body = b"\x02x\x021" + uvarint(tags) + b"".join(uvarint(first + t) + b"\x00" for t in range(tags))
     payload = struct.pack(">hhih", 18, 3, corr, 1) + b"c" + b"\x00" + body
     return struct.pack(">i", len(payload)) + payload
 
 
-def _uvarint(n: int) -> bytes:
+def uvarint(n: int) -> bytes:
+    """n as an unsigned LEB128 varint (Kafka's compact lengths and tags, protobuf's varints)."""
     out = bytearray()
     while n >= 0x80:
         out.append(n & 0x7F | 0x80)

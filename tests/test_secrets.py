@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from kafka.net.sasl.oauth import AbstractTokenProvider, SaslMechanismOAuth
 from kafka.net.sasl.plain import SaslMechanismPlain
 from kafka.net.sasl.scram import ScramClient
-from pcapgen import Pkt, TcpConn, ethernet, kafka_request, kafka_response, write_pcap
+from pcapgen import Pkt, TcpConn, ethernet, kafka_request, kafka_response, uvarint, write_pcap
 
 from kdissect.cli import cli
 from kdissect.dissect.base import Options
@@ -63,17 +63,9 @@ def _bytes(b: bytes) -> bytes:
     return struct.pack(">i", len(b)) + b
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
 
 def _cbytes(b: bytes) -> bytes:
-    return _uvarint(len(b) + 1) + b
+    return uvarint(len(b) + 1) + b
 
 
 def _flexible_request(api: int, version: int, corr: int, body: bytes, client: str = "kd-secrets") -> bytes:
@@ -130,7 +122,7 @@ def _kafka_scram(port: int) -> tuple[list[bytes], str, bytes]:
     final = client.final_message()
     server_final = b"v=" + base64.b64encode(client.server_signature)
     salted = client.salted_password
-    upsert = (_uvarint(1) + _uvarint(2) + _uvarint(len("bob") + 1) + b"bob" + struct.pack(">bi", 1, 8192)
+    upsert = (uvarint(1) + uvarint(2) + uvarint(len("bob") + 1) + b"bob" + struct.pack(">bi", 1, 8192)
               + _cbytes(b"salt-bob") + _cbytes(salted) + b"\x00" + b"\x00")
     pkts = [*c.handshake(), *_handshake(c, 1, "SCRAM-SHA-256"),
             c.segment(True, kafka_request(36, 1, 2, "kd-secrets", _bytes(first))),
@@ -138,7 +130,7 @@ def _kafka_scram(port: int) -> tuple[list[bytes], str, bytes]:
             c.segment(True, kafka_request(36, 1, 3, "kd-secrets", _bytes(final))),
             c.segment(False, _auth_response(1, 3, server_final)),
             c.segment(True, _flexible_request(51, 0, 4, upsert)),
-            c.segment(False, _flexible_response(4, struct.pack(">i", 0) + _uvarint(1) + b"\x00"))]
+            c.segment(False, _flexible_response(4, struct.pack(">i", 0) + uvarint(1) + b"\x00"))]
     return pkts, base64.b64encode(client.client_proof).decode(), salted
 
 
@@ -170,10 +162,10 @@ def _pb(*pairs: tuple[int, int | str | bytes]) -> bytes:
     out = b""
     for num, v in pairs:
         if isinstance(v, int):
-            out += _uvarint(num << 3) + _uvarint(v)
+            out += uvarint(num << 3) + uvarint(v)
         else:
             raw = v.encode() if isinstance(v, str) else v
-            out += _uvarint(num << 3 | 2) + _uvarint(len(raw)) + raw
+            out += uvarint(num << 3 | 2) + uvarint(len(raw)) + raw
     return out
 
 

@@ -95,7 +95,7 @@ class Budget:
         self.entries_limit = self.entries_left = MAX_ENTRIES
         self._entries_cap = 0  # the entries the capture may show in all, as of this message
         if c is not None:
-            self.inflate_left = max(0, min(limit, self._capture_limit + DECOMPRESSION_RATIO * c.carried - c.spent))
+            self.inflate_left = self._left()
             self._entries_cap = CAPTURE_MESSAGES * MAX_ENTRIES + c.carried // ENTRY_BYTES
             self.entries_left = max(0, min(MAX_ENTRIES, self._entries_cap - c.entries))
         self._said: set[str] = set()

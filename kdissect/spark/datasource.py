@@ -24,7 +24,7 @@ import json
 import operator
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -39,7 +39,7 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
-from kdissect.dissect.base import MAX_DECOMPRESSED
+from kdissect.dissect.base import DEFAULT_OPTIONS, MAX_DECOMPRESSED
 from kdissect.errors import UsageError
 from kdissect.protocols import parse_decode_as
 from kdissect.spark.inputs import python_files
@@ -66,7 +66,10 @@ def _paths(options: dict[str, str]) -> list[str]:
     raise UsageError("kdissect data source: no input (load(PATH) or option('path', ...))")
 
 
-def _int(options: dict[str, str], name: str, default: int | None, lo: int = 1, hi: int = 1 << 62) -> int | None:
+D = TypeVar("D", int, None)
+
+
+def _int(options: dict[str, str], name: str, default: D, lo: int = 1, hi: int = 1 << 62) -> int | D:
     """An integer option from lo to hi (default when not given); anything else is a usage error."""
     v = options.get(name)
     if v in (None, ""):
@@ -74,8 +77,8 @@ def _int(options: dict[str, str], name: str, default: int | None, lo: int = 1, h
     try:
         n = int(str(v).strip())
     except ValueError:
-        n = lo - 1
-    if not lo <= n <= hi:
+        n = None
+    if n is None or not lo <= n <= hi:
         raise UsageError(f"kdissect data source: option {name} takes an integer from {lo} to {hi}, not {v!r}")
     return n
 
@@ -84,9 +87,9 @@ def config(options: dict[str, str]) -> Config:
     specs = [s for s in options.get("decode_as", "").split(",") if s.strip()]
     return Config(
         decode_as=parse_decode_as(specs),
-        max_bytes=_int(options, "max_bytes", 256, lo=0) or 0,
-        max_decompressed=_int(options, "max_decompressed", 64 * 1024 * 1024, lo=1024, hi=MAX_DECOMPRESSED)
-        or 64 * 1024 * 1024,
+        max_bytes=_int(options, "max_bytes", 256, lo=0),
+        max_decompressed=_int(options, "max_decompressed", DEFAULT_OPTIONS.max_decompressed, lo=1024,
+                              hi=MAX_DECOMPRESSED),
         show_secrets=options.get("show_secrets", "false").lower() == "true",
         display_filter=options.get("filter") or None,
     )
@@ -107,7 +110,7 @@ class KdissectReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         compiled_filter(self.cfg.display_filter)  # a bad filter fails here, before any task
         files = python_files(_paths(self.options))
-        cores = _int(self.options, "parallelism", os.cpu_count() or 1) or 1
+        cores = _int(self.options, "parallelism", os.cpu_count() or 1)
         units = plan(files, cores, _int(self.options, "split_size", None), _int(self.options, "max_shares", None))
         return [UnitPartition(u) for u in units]
 

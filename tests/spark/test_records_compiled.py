@@ -8,7 +8,6 @@ Skipped when the extension is not built."""
 
 from __future__ import annotations
 
-import importlib
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -25,11 +24,7 @@ from kdissect.pipeline import dissect_file
 from kdissect.protocols import DissectorRegistry, names
 from kdissect.spark import records, rows
 
-try:
-    _twin = importlib.import_module("kdissect.spark._records")
-except ImportError:
-    pytest.skip("the compiled twin kdissect.spark._records is not built "
-                "(cythonize it or pip install the project with a C compiler)", allow_module_level=True)
+_twin = pytest.importorskip("kdissect.spark._records", reason="the compiled module kdissect.spark._records is not built")
 
 PURE = accel.pure("kdissect.spark.records", "extract")
 COMPILED = _twin.extract

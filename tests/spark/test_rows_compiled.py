@@ -8,7 +8,6 @@ Skipped when the extension is not built."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -26,11 +25,7 @@ from kdissect.protocols import DissectorRegistry, names
 from kdissect.render.jsonout import message_dict
 from kdissect.spark import rows
 
-try:
-    _twin = importlib.import_module("kdissect.spark._rows")
-except ImportError:
-    pytest.skip("the compiled twin kdissect.spark._rows is not built "
-                "(cythonize it or pip install the project with a C compiler)", allow_module_level=True)
+_twin = pytest.importorskip("kdissect.spark._rows", reason="the compiled module kdissect.spark._rows is not built")
 
 NAMES = ("project", "message_row", "transaction_row", "columns")
 PURE = {name: accel.pure("kdissect.spark.rows", name) for name in NAMES}

@@ -8,7 +8,6 @@ Skipped when the extension is not built."""
 from __future__ import annotations
 
 import gc
-import importlib
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -18,11 +17,7 @@ import pytest
 
 from kdissect.model import ARRAY, ENUM, STRUCT, Field, Row
 
-try:
-    _model = importlib.import_module("kdissect._model")
-except ImportError:
-    pytest.skip("the compiled module kdissect._model is not built "
-                "(cythonize it or pip install the project with a C compiler)", allow_module_level=True)
+_model = pytest.importorskip("kdissect._model", reason="the compiled module kdissect._model is not built")
 
 _EMPTY = object()
 

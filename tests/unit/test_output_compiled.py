@@ -5,7 +5,6 @@ Row in them, and for generated trees. Skipped when the extension is not built.""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import pytest
@@ -18,11 +17,7 @@ from kdissect.model import STRUCT, Field, Message, Pdu, Row
 from kdissect.pipeline import dissect_file
 from kdissect.protocols import DissectorRegistry
 
-try:
-    _twin = importlib.import_module("kdissect.pipeline._output")
-except ImportError:
-    pytest.skip("the compiled twin kdissect.pipeline._output is not built "
-                "(cythonize it or pip install the project with a C compiler)", allow_module_level=True)
+_twin = pytest.importorskip("kdissect.pipeline._output", reason="the compiled module kdissect.pipeline._output is not built")
 
 PURE = accel.pure("kdissect.pipeline.output", "held_size")
 COMPILED = _twin.held_size

@@ -9,13 +9,13 @@ Skipped when the extension is not built."""
 
 from __future__ import annotations
 
-import importlib
 from functools import cache
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pcapgen import uvarint
 from support import CAPTURES, SHARED_CAPTURES, sidecar_decode_as
 
 from kdissect import accel
@@ -26,11 +26,7 @@ from kdissect.pipeline import dissect_file
 from kdissect.protocols import DissectorRegistry
 from kdissect.wire.reader import WireReader
 
-try:
-    _twin = importlib.import_module("kdissect.kafka._headers")
-except ImportError:
-    pytest.skip("the compiled twin kdissect.kafka._headers is not built "
-                "(cythonize it or pip install the project with a C compiler)", allow_module_level=True)
+_twin = pytest.importorskip("kdissect.kafka._headers", reason="the compiled module kdissect.kafka._headers is not built")
 
 NAMES = ("read_request_header", "read_response_header")
 PURE = {n: accel.pure("kdissect.kafka.headers", n) for n in NAMES}
@@ -94,17 +90,9 @@ def _header(api_key: int, version: int, client: bytes | None, tags: list[tuple[i
     out = api_key.to_bytes(2, "big", signed=True) + version.to_bytes(2, "big", signed=True) + b"\0\0\0\x07"
     out += b"\xff\xff" if client is None else len(client).to_bytes(2, "big") + client
     if tags is not None:
-        out += _uvarint(len(tags)) + b"".join(_uvarint(t) + _uvarint(len(v)) + v for t, v in tags)
+        out += uvarint(len(tags)) + b"".join(uvarint(t) + uvarint(len(v)) + v for t, v in tags)
     return out
 
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
 
 
 def test_every_api_version_and_its_truncations() -> None:

@@ -10,7 +10,6 @@ Skipped when the extension is not built."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -33,12 +32,8 @@ from kdissect.pipeline import dissect_file
 from kdissect.protocols import DissectorRegistry
 from kdissect.wire.reader import WireReader
 
-try:
-    _twin = importlib.import_module("kdissect.kafka._ops")
-    _model = importlib.import_module("kdissect._model")  # builds the Field objects
-except ImportError:
-    pytest.skip("the compiled twin kdissect.kafka._ops is not built "
-                "(cythonize it or pip install the project with a C compiler)", allow_module_level=True)
+_twin = pytest.importorskip("kdissect.kafka._ops", reason="the compiled module kdissect.kafka._ops is not built")
+_model = pytest.importorskip("kdissect._model", reason="the compiled module kdissect._model is not built")  # builds the Field objects
 
 NAMES = ("fixed", "_error_code", "_timestamp", "boolean", "uuid_field", "uvarint_field", "string",
          "raw_bytes", "array", "struct_dec", "nullable_struct")

@@ -8,7 +8,6 @@ Skipped when the extension is not built."""
 
 from __future__ import annotations
 
-import importlib
 import struct
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,12 +30,8 @@ from kdissect.model import Field, Row
 from kdissect.pipeline import dissect_file
 from kdissect.protocols import DissectorRegistry
 
-try:
-    _twin = importlib.import_module("kdissect.kafka._records_v2")
-    _model = importlib.import_module("kdissect._model")  # builds the Field and Row objects
-except ImportError:
-    pytest.skip("the compiled twin kdissect.kafka._records_v2 is not built "
-                "(cythonize it or pip install the project with a C compiler)", allow_module_level=True)
+_twin = pytest.importorskip("kdissect.kafka._records_v2", reason="the compiled module kdissect.kafka._records_v2 is not built")
+_model = pytest.importorskip("kdissect._model", reason="the compiled module kdissect._model is not built")  # builds the Field and Row objects
 
 PURE: Callable[..., list[Field]] = accel.pure("kdissect.kafka.records_v2", "record_elements")
 COMPILED: Callable[..., list[Field]] = _twin.record_elements

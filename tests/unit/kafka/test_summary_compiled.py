@@ -8,7 +8,6 @@ Skipped when the extension is not built."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -31,11 +30,7 @@ from kdissect.pipeline import dissect_file
 from kdissect.protocols import DissectorRegistry
 from kdissect.wire.reader import WireReader
 
-try:
-    _twin = importlib.import_module("kdissect.kafka._summary")
-except ImportError:
-    pytest.skip("the compiled twin kdissect.kafka._summary is not built "
-                "(cythonize it or pip install the project with a C compiler)", allow_module_level=True)
+_twin = pytest.importorskip("kdissect.kafka._summary", reason="the compiled module kdissect.kafka._summary is not built")
 
 NAMES = ("child", "value", "text", "elements", "topic_label", "_limit", "produce_request", "partition_offsets")
 PURE = {n: accel.pure("kdissect.kafka.summary", n) for n in NAMES}
