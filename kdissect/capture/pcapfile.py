@@ -39,6 +39,12 @@ STDIN = "-"  # the path that means standard input, as for tshark -r -
 _CHUNK = 64 * 1024  # bytes read from the file at a time
 _BIG = 1024 * 1024  # a record larger than this is read in pieces (its length may be a lie)
 BYTE_ORDER_MAGICS = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}
+# A gzip capture is read past FREE_RECORDS records (pcap records or pcapng blocks) only while
+# it has at most one for every compressed byte: a real capture's varying times and addresses
+# take several compressed bytes a record, while a repeated record compresses to a fraction of a
+# byte (a megabyte of gzip inflates to 67 million empty records, each costing a few µs).
+FREE_RECORDS = 1 << 20
+_CHECK_EVERY = 0xFFFF  # records between two checks of that bound, less one (a power of two)
 
 # A pcapng interface: link type, seconds per tick, offset (s), and ticks per second when that is a
 # power of ten (else 0): a time is then whole seconds + the rest * tick, as the classic format's
@@ -103,6 +109,7 @@ class _Source(io.RawIOBase):
         self.consumed = len(head)  # bytes taken from the file (compressed bytes for gzip)
         self.delivered = 0  # bytes handed on (inflated bytes for gzip)
         self.error: str | None = None
+        self.gz = gz
         self._z = zlib.decompressobj(16 + zlib.MAX_WBITS) if gz else None
         self._tail = b""  # input the last call left unconsumed (its output reached the limit)
         self._careful: memoryview | None = None  # input being fed again a byte at a time
@@ -256,6 +263,15 @@ class CaptureFile:
         if self._src.error is None:  # else the damaged gzip stream is reported, once, at the end
             self.warnings.append(f"{self.name}: file cut inside {what}; decoded up to the cut")
 
+    def _bomb(self, records: int) -> bool:
+        """Whether a gzip capture has inflated to more records than its compressed bytes allow
+        (FREE_RECORDS); if so it is reported."""
+        if self._src.gz and records > FREE_RECORDS and records > self._src.consumed:
+            self.warnings.append(f"{self.name}: {records} records inflated from {self._src.consumed} bytes of gzip "
+                                 "(more than one a compressed byte): stopped, as a decompression bomb")
+            return True
+        return False
+
     def _read_big(self, n: int) -> bytes:
         """n bytes (fewer at the end of the file) without trusting n for one allocation."""
         parts = []
@@ -294,6 +310,8 @@ class CaptureFile:
                 self._cut(f"frame {number + 1}")
                 return
             number += 1
+            if not number & _CHECK_EVERY and self._bomb(number):
+                return
             yield frame(number, sec + frac * unit, linktype, data, wirelen if wirelen > caplen else caplen)
 
     # -- pcapng ------------------------------------------------------------------------
@@ -323,8 +341,12 @@ class CaptureFile:
         """(block type, body, byte order) of each pcapng block; stops at a cut or bad block."""
         read = self._f.read
         order = "<"
+        blocks = 0
         h = self._magic + read(4)
         while len(h) == 8:
+            blocks += 1
+            if not blocks & _CHECK_EVERY and self._bomb(blocks):
+                return
             if h[0:4] == PCAPNG_SHB:
                 bom = read(4)
                 if len(bom) == 4 and bom not in BYTE_ORDER_MAGICS:

@@ -20,6 +20,7 @@ from pcapgen import (
     write_pcap,
 )
 
+from kdissect.capture import pcapfile
 from kdissect.capture.pcapfile import CaptureFile, RawFrame
 from kdissect.errors import UsageError
 
@@ -307,3 +308,34 @@ def test_pcapng_section_of_many_interfaces_costs_little_per_interface() -> None:
     assert warnings == ["c.pcapng: 1 packet block skipped (too short, or on an interface the capture does not "
                         "describe)"]
     assert peak < n * 40
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_gzip_of_repeated_records_stops_past_a_record_a_compressed_byte(
+        monkeypatch: pytest.MonkeyPatch, fmt: str) -> None:
+    # 256 KB of gzip inflated to 16 million empty pcap records (or pcapng section headers):
+    # read to the end, 38 s. Records past FREE_RECORDS (here none) are read only while they
+    # take a compressed byte each.
+    monkeypatch.setattr(pcapfile, "FREE_RECORDS", 0)
+    n = 70_000
+    if fmt == "pcap":
+        plain = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1) + bytes(16) * n
+    else:
+        plain = pcapng_section() * n
+    frames, warnings = _read(gzip.compress(plain), "c.gz")
+    assert len(warnings) == 1 and "stopped, as a decompression bomb" in warnings[0]
+    assert len(frames) == (65_535 if fmt == "pcap" else 0)
+
+
+def test_gzip_of_a_real_capture_is_read_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Times and sequence numbers that advance as regularly as can be still take about 5
+    # compressed bytes a record.
+    monkeypatch.setattr(pcapfile, "FREE_RECORDS", 0)
+    frame = bytearray(ethernet(TcpConn().segment(True, b"\0" * 8)))
+    records = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)]
+    for i in range(66_000):
+        struct.pack_into(">I", frame, 38, i * 8)  # the TCP sequence number
+        records.append(struct.pack("<IIII", 1700000000 + i // 1000, i % 1000 * 1000, len(frame), len(frame)))
+        records.append(bytes(frame))
+    frames, warnings = _read(gzip.compress(b"".join(records), 9), "c.gz")
+    assert len(frames) == 66_000 and not warnings
