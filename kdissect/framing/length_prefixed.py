@@ -16,6 +16,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Protocol
 
+from kdissect import accel
 from kdissect.diagnostics import TRANSPORT
 from kdissect.model import Diagnostic, Pdu
 from kdissect.text import plural
@@ -39,6 +40,23 @@ def _plausible_lengths(min_frame: int, max_frame: int) -> re.Pattern[bytes]:
     if 0 < min_frame <= 256:
         pattern += b"(?!\\x00\\x00\\x00[\\x00-" + b"\\x%02x" % (min_frame - 1) + b"])"
     return re.compile(pattern, re.DOTALL)
+
+
+def next_length(buf: bytearray, i: int, last: int, min_frame: int, max_frame: int) -> int:
+    """The first offset from i to last (and with four bytes behind it in buf) whose 4-byte
+    big-endian length lies in min_frame..max_frame; -1 if none. (Its compiled twin,
+    _length_prefixed.pyx, reads the bytes in C: a regular expression takes 20-50 ns a byte.)"""
+    last = min(last, len(buf) - 4)
+    find = _plausible_lengths(min_frame, max_frame).search
+    while i <= last:
+        m = find(buf, i)  # skips, at C speed, offsets whose length cannot be right
+        if m is None or m.start() > last:
+            return -1
+        i = m.start()
+        if min_frame <= int.from_bytes(buf[i : i + 4], "big") <= max_frame:
+            return i
+        i += 1
+    return -1
 
 
 def gap_diag(lost: int, frame_before: int, frame_after: int) -> Diagnostic:
@@ -353,13 +371,12 @@ class LengthPrefixedFramer:
                 w[1] = base + need if v is None else -1
         self.waiting = [w for w in self.waiting if w[1] >= 0]
         last = size - 8  # the last offset with a length and the start of a message behind it
-        find = _plausible_lengths(self.min_frame, self.max_frame).search
         i = self.scan_to - base
         while i <= last:
-            m = find(self.buf, i)  # skips, at C speed, offsets whose length cannot be right
-            if m is None or m.start() > last:
+            i = next_length(self.buf, i, last, self.min_frame, self.max_frame)
+            if i < 0:
+                i = last + 1
                 break
-            i = m.start()
             v, need = self._verdict(i)
             if v:
                 return self._synced_at(i)
@@ -415,3 +432,6 @@ def extend_run(diags: list[Diagnostic], run: Run | None, key: str, start: int, n
     diags.pop()
     return (run[2] + n, run[3] if run[3] is not None else first, last if last is not None else run[4],
             run[5] + 1)
+
+
+accel.bind(globals(), "kdissect.framing._length_prefixed", ("next_length",))
