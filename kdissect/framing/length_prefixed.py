@@ -19,6 +19,7 @@ from typing import Protocol
 from kdissect import accel
 from kdissect.diagnostics import TRANSPORT
 from kdissect.model import Diagnostic, Pdu
+from kdissect.stream.reassembly import Buffered
 from kdissect.text import plural
 
 BoundaryProbe = Callable[[bytes], bool]
@@ -95,6 +96,8 @@ class Framer(Protocol):
     def flush(self) -> list[Pdu]: ...
 
     def set_probe(self, probe: BoundaryProbe | None, synced: bool) -> None: ...
+
+    def set_pool(self, pool: Buffered) -> None: ...
 
 
 class ChunkIndex:
@@ -179,12 +182,21 @@ class LengthPrefixedFramer:
         # once; `waiting` holds the candidates that needed more data, as [offset, bytes needed].
         self.scan_to = 0
         self.waiting: list[list[int]] = []
+        # Where the bytes it keeps count, with those of the capture's other framers and
+        # reassemblers (its own until set_pool), and len(buf) as last added there.
+        self.pool = Buffered()
+        self.counted = 0
 
     # -- the Framer interface ---------------------------------------------------------
 
     def set_probe(self, probe: BoundaryProbe | None, synced: bool) -> None:
         self.probe = probe
         self.synced = synced
+
+    def set_pool(self, pool: Buffered) -> None:
+        self.pool.used -= self.counted
+        self.pool, self.counted = pool, 0
+        self._count()
 
     def note(self, diag: Diagnostic) -> None:
         self.pending_diags.append(diag)
@@ -198,7 +210,22 @@ class LengthPrefixedFramer:
         self.index.add(self.base + len(self.buf) + len(data), frame, ts)
         self.buf += data
         self.empty_ok = self.empty
-        return self._drain()
+        out = self._drain()
+        self._count()
+        pool = self.pool
+        if pool.used > pool.limit and self.buf:
+            end = self._current_end()
+            if end is not None:
+                # The capture keeps too many bytes, and this message grew: what it has of it is
+                # decoded, the rest skipped.
+                diag = TRANSPORT(
+                    "framing.unbuffered",
+                    f"message of {plural(end - self.base, 'byte')} cut after {len(self.buf)}: the capture's "
+                    f"unfinished messages and out-of-order segments already take {pool.limit >> 20} MiB",
+                )
+                out.append(self._emit_partial(diag, end - self.base))
+                self._count()
+        return out
 
     def gap(self, lost: int, frame_before: int, frame_after: int) -> list[Pdu]:
         """`lost` bytes of the stream were not captured."""
@@ -220,6 +247,7 @@ class LengthPrefixedFramer:
             self.synced = self.probe is None
         self.base = gap_end
         self.index.drop_before(gap_end)
+        self._count()
         return out
 
     def flush(self) -> list[Pdu]:
@@ -234,9 +262,16 @@ class LengthPrefixedFramer:
                 f"stream ended inside a message: {len(self.buf)}{want} bytes captured",
             )
             out.append(self._emit_partial(diag, None))
+        self._count()
         return out
 
     # -- internals --------------------------------------------------------------------
+
+    def _count(self) -> None:
+        """Bring the pool up to date with what it keeps now."""
+        now = len(self.buf)
+        self.pool.used += now - self.counted
+        self.counted = now
 
     def _current_end(self) -> int | None:
         """Absolute end offset of the message at buf[0], when the length is readable."""

@@ -20,6 +20,7 @@ from kdissect.pipeline.decoder import ConversationObserver, Decoder, FlowFilter
 from kdissect.pipeline.decoding import Decoding
 from kdissect.pipeline.detect import DissectorRegistry
 from kdissect.pipeline.output import HELD_BYTES, HeldBytes, Output
+from kdissect.stream.reassembly import Buffered
 from kdissect.stream.tracker import MAX_CONVERSATIONS, Tracker
 
 
@@ -49,7 +50,8 @@ class Pipeline:
                           flow_filter, capture, observers, self.shared)
         self.observers = decoder.observers
         # The tracker refers to the decoder, which does not refer back: no cycle.
-        self.tcp: Tracker[Decoding] = Tracker(decoder, MAX_CONVERSATIONS, numbering=numbering)
+        self.tcp: Tracker[Decoding] = Tracker(decoder, MAX_CONVERSATIONS, numbering=numbering,
+                                              pool=self.shared.get(Buffered))
 
     def feed(self, frame: RawFrame) -> list[Message]:
         counters = self.counters

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from kdissect.dissect.base import CaptureState, ConversationState, Dissector
 from kdissect.framing.length_prefixed import BoundaryProbe, Framer
 from kdissect.model import Pdu
-from kdissect.stream.reassembly import Data, Event, Gap
+from kdissect.stream.reassembly import Buffered, Data, Event, Gap
 
 
 @dataclass(slots=True)
@@ -46,6 +46,7 @@ class Decoding:
 def _framer(d: Dissector, to_server: bool, state: ConversationState, synced: bool) -> Framer:
     framer = d.new_framer(to_server, state=state)
     framer.set_probe(_boundary(d, to_server, state), synced)
+    framer.set_pool(state.capture.get(Buffered))  # what the capture's framers and reassemblers keep
     return framer
 
 

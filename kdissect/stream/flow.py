@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Generic, TypeVar
 
 from kdissect.capture.l2l4 import format_addr
-from kdissect.stream.reassembly import Data, Event, Reassembler
+from kdissect.stream.reassembly import Buffered, Data, Event, Reassembler
 
 Endpoint = tuple[bytes, int]
 T = TypeVar("T")
@@ -88,11 +88,11 @@ class Conversation(Generic[T]):
         "syn_ts", "first_rtt", "trouble", "heads", "head_open", "probed", "forgotten",
     )
 
-    def __init__(self, index: int, a: Endpoint, b: Endpoint) -> None:
+    def __init__(self, index: int, a: Endpoint, b: Endpoint, pool: Buffered | None = None) -> None:
         self.index = index
         self.a = a  # side 0
         self.b = b  # side 1
-        self.reasm = (Reassembler(), Reassembler())
+        self.reasm = (Reassembler(pool), Reassembler(pool))  # (pool: what the capture's keep, in all)
         self.client: int | None = None  # 0 or 1 once known
         self.app: T | None = None  # what the layers above attach once they know the protocol
         self.tls: Any = None  # what a security layer above attaches (it turns the events into cleartext)
@@ -174,12 +174,14 @@ class Conversation(Generic[T]):
         self.ignored = True
         self.held = [[], []]
         self._drop_heads()
+        self._release()
 
     def end(self) -> None:
         """It ended: drop the reassembly state and what the layers above attached; from now on
         only its packets and bytes are counted."""
         self.over = True
         self.next_seq = [r.next_seq for r in self.reasm]
+        self._release()
         self.reasm = _ENDED
         self.app = None
         self.tls = None
@@ -191,6 +193,13 @@ class Conversation(Generic[T]):
         self.passive = True
         self.held = [[], []]
         self._drop_heads()
+        self._release()
+
+    def _release(self) -> None:
+        """Its reassemblers will not be fed again: what they keep no longer counts."""
+        for r in self.reasm:
+            if r is not _ENDED[0] and r is not _ENDED[1]:
+                r.release()
 
     def _drop_heads(self) -> None:
         """Nothing is held any more: its heads are empty, as a new conversation's."""

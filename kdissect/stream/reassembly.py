@@ -9,6 +9,10 @@ Sequence numbers are compared modulo 2**32, so they may wrap.
 A gap is declared when the peer acknowledges bytes this side never showed us, when the
 out-of-order backlog grows past a bound, and at the end of the stream. The bytes delivered are
 kept, up to HISTORY of them, to compare retransmissions with, until the peer acknowledges them.
+
+What the reassemblers of a capture keep (backlogs and delivered bytes) counts in one `Buffered`
+pool that the framers above share too: past its limit, a reassembler that grows lets go of its
+delivered bytes (retransmissions are then not compared) and of its backlog (a gap).
 """
 
 from __future__ import annotations
@@ -20,6 +24,22 @@ MASK = 0xFFFFFFFF
 MAX_BACKLOG_BYTES = 4 * 1024 * 1024
 MAX_BACKLOG_SEGMENTS = 2048
 HISTORY = 64 * 1024  # delivered bytes kept to compare retransmissions against
+# Bytes that the reassemblers and framers of a capture keep in all (out-of-order backlogs,
+# delivered bytes, unfinished messages): 20,000 reassemblers of 4 MB backlogs and 128 KB of
+# delivered bytes each, and framers of 100 MB messages, would otherwise keep tens of GB (from a
+# few MB of gzip).
+MAX_BUFFERED = 256 * 1024 * 1024
+
+
+class Buffered:
+    """The bytes the reassemblers and framers of a capture keep (`used`), and how many they may
+    (`limit`). One per capture (CaptureState.get(Buffered)); each holder adds what it keeps."""
+
+    __slots__ = ("used", "limit")
+
+    def __init__(self, limit: int = MAX_BUFFERED) -> None:
+        self.used = 0
+        self.limit = limit
 
 
 def seq_diff(a: int, b: int) -> int:
@@ -57,9 +77,9 @@ class Reassembler:
     however full the backlog is."""
 
     __slots__ = ("next_seq", "next_abs", "backlog", "order", "backlog_bytes", "history", "last_frame",
-                 "fin_seq")
+                 "fin_seq", "pool", "counted")
 
-    def __init__(self) -> None:
+    def __init__(self, pool: Buffered | None = None) -> None:
         self.next_seq: int | None = None  # None until the first SYN or segment
         self.next_abs = 0  # next_seq as an absolute stream offset (never wraps)
         self.backlog: dict[int, tuple[bytes, int, float]] = {}  # offset -> (payload, frame, ts)
@@ -68,6 +88,8 @@ class Reassembler:
         self.history = bytearray()  # the last HISTORY bytes delivered, ending at next_seq
         self.last_frame = 0
         self.fin_seq: int | None = None
+        self.pool = pool if pool is not None else Buffered()
+        self.counted = 0  # backlog_bytes + len(history), as last added to the pool
 
     def syn(self, seq: int) -> None:
         """A SYN: data starts at seq + 1."""
@@ -85,14 +107,19 @@ class Reassembler:
         d = seq_diff(seq, self.next_seq)
         if d > 0:
             self._stash(self.next_abs + d, payload, frame, ts)
-            return self._check_backlog()
-        out: list[Event] = []
-        if d < 0:
-            payload = self._trim_old(-d, payload, frame, out)
-            if not payload:
-                return out
-        self._deliver(payload, frame, ts, out)
-        self._drain(out)
+            out = self._check_backlog()
+        else:
+            out = []
+            if d < 0:
+                payload = self._trim_old(-d, payload, frame, out)
+                if not payload:
+                    return out
+            self._deliver(payload, frame, ts, out)
+            self._drain(out)
+        self._count()
+        pool = self.pool
+        if pool.used > pool.limit:
+            self._shed(out)
         return out
 
     def acked(self, ack: int) -> list[Event]:
@@ -108,6 +135,7 @@ class Reassembler:
             hist = self.history
             if len(hist) > -d:
                 del hist[: len(hist) + d]
+                self._count()
             return []
         if d > 1 << 30:
             return []
@@ -121,6 +149,7 @@ class Reassembler:
             else:
                 out.extend(self._gap_to(target))
                 break
+        self._count()
         return out
 
     def cut(self, seq_end: int, missing: int, frame: int) -> list[Event]:
@@ -131,6 +160,7 @@ class Reassembler:
         self._advance(missing)
         self.history.clear()
         self._drain(out)
+        self._count()
         return out
 
     def flush(self) -> list[Event]:
@@ -139,11 +169,32 @@ class Reassembler:
         while True:
             nxt = self._earliest()
             if nxt is None:
+                self._count()
                 return out
             out.extend(self._gap_to(nxt))
 
+    def release(self) -> None:
+        """It will not be fed again: what it keeps is dropped, and no longer counts in the pool."""
+        self.backlog, self.order, self.backlog_bytes = {}, [], 0
+        self.history = bytearray()
+        self._count()
+
     # -- internals --------------------------------------------------------------------
 
+    def _count(self) -> None:
+        """Bring the pool up to date with what it keeps now."""
+        now = self.backlog_bytes + len(self.history)
+        self.pool.used += now - self.counted
+        self.counted = now
+
+    def _shed(self, out: list[Event]) -> None:
+        """The capture keeps too many bytes, and this reassembler grew: it lets go of its backlog
+        (delivered across its holes) and of the bytes it delivered (retransmissions of them are
+        not compared)."""
+        if self.backlog:
+            out.extend(self.flush())
+        self.history.clear()
+        self._count()
     def _advance(self, n: int) -> None:
         assert self.next_seq is not None
         self.next_seq = (self.next_seq + n) & MASK

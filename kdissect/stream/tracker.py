@@ -32,7 +32,7 @@ from typing import Generic, Protocol, TypeVar
 
 from kdissect.capture.l2l4 import ACK, FIN, RST, SYN, TcpSegment
 from kdissect.stream.flow import Conversation, Endpoint, SeqState
-from kdissect.stream.reassembly import Event, seq_diff
+from kdissect.stream.reassembly import Buffered, Event, seq_diff
 
 T = TypeVar("T")
 Key = tuple[Endpoint, Endpoint]
@@ -71,11 +71,15 @@ class Upper(Protocol[T]):
 class Tracker(Generic[T]):
     """`numbering(frame)`, if given, gives the stream number of a new conversation from the
     number of its first frame (a worker that tracks only some of a capture's conversations
-    numbers them as the whole capture does); else they are numbered in the order they start."""
+    numbers them as the whole capture does); else they are numbered in the order they start.
+    `pool`, if given, is where the reassemblers count what they keep (shared with the framers
+    above)."""
 
     def __init__(self, upper: Upper[T], limit: int = MAX_CONVERSATIONS,
-                 remembered: int = MAX_REMEMBERED, numbering: Callable[[int], int] | None = None) -> None:
+                 remembered: int = MAX_REMEMBERED, numbering: Callable[[int], int] | None = None,
+                 pool: Buffered | None = None) -> None:
         self.upper = upper
+        self.pool = pool if pool is not None else Buffered()
         self.numbering = numbering
         self.limit = limit
         self.remembered = remembered
@@ -107,6 +111,7 @@ class Tracker(Generic[T]):
         """Close every open conversation."""
         for conv in list(self.open.values()):
             self.upper.closed(conv)
+            conv.end()
         self.open.clear()
         self.ended.clear()
 
@@ -142,7 +147,7 @@ class Tracker(Generic[T]):
         return self.opened - 1 if self.numbering is None else self.numbering(frame)
 
     def _open(self, key: Key, index: int) -> Conversation[T]:
-        conv: Conversation[T] = Conversation(index, key[0], key[1])
+        conv: Conversation[T] = Conversation(index, key[0], key[1], self.pool)
         self.open[key] = conv
         self.upper.opened(conv)
         if len(self.open) > self.limit:

@@ -23,6 +23,7 @@ from kdissect.framing.length_prefixed import (
     overlap_diag,
 )
 from kdissect.model import Diagnostic, Pdu
+from kdissect.stream.reassembly import Buffered
 from kdissect.zookeeper import fourlw
 
 UNDECIDED, BINARY, TEXT = "undecided", "binary", "text"
@@ -59,6 +60,9 @@ class ZkFramer:
     def set_probe(self, probe: BoundaryProbe | None, synced: bool) -> None:
         self.inner.set_probe(probe, synced)
         self.synced = synced
+
+    def set_pool(self, pool: Buffered) -> None:
+        self.inner.set_pool(pool)
 
     def note(self, diag: Diagnostic) -> None:
         if self.mode == BINARY:

@@ -19,6 +19,7 @@ from kdissect.pipeline import Pipeline, output
 from kdissect.pipeline.output import KEPT_FIELDS
 from kdissect.rocketmq import encode as rocketmq
 from kdissect.stream.flow import Conversation
+from kdissect.stream.reassembly import Buffered
 
 VALUE = 100_000
 
@@ -347,3 +348,30 @@ def test_a_dropped_body_keeps_short_facts_and_summary() -> None:
     whole = msgs[-1]
     assert len(whole.info["topics"]) == 200 and len(whole.info["topic"]) == 2_000
     assert len(whole.summary) > output.KEPT_TEXT
+
+
+def test_what_the_conversations_keep_below_their_messages_is_bounded_capture_wide() -> None:
+    # Reassemblers and framers each kept their own out-of-order backlog, delivered bytes and
+    # unfinished message: 20 Kafka connections each 50 MB into a 100 MB request (1.7 MB of gzip)
+    # took 2.3 GB. They share one pool (Buffered, of the capture's CaptureState), which
+    # holds nothing once the conversations ended.
+    pipe = Pipeline()
+    pool = pipe.shared.get(Buffered)
+    pool.limit = 100_000
+    pkts: list[tuple[float, bytes]] = []
+    conns = [TcpConn(cport=41000 + i, sport=9092 if i % 3 else 5555) for i in range(12)]
+    for c in conns:
+        pkts += [(1.0, p) for p in c.handshake()]
+        pkts.append((1.0, c.segment(True, kafka_request(18, 0, 1, "p", bytes(60_000))[:5_000])))
+    for _ in range(6):
+        for c in conns:
+            pkts.append((2.0, c.segment(True, bytes(5_000))))
+            pkts.append((2.0, c.segment(True, bytes(5_000), seq=c.seq[True] + 20_000, advance=False)))
+    out: list[Message] = []
+    for i, (ts, p) in enumerate(pkts):
+        frame = ethernet(p)
+        out += pipe.feed(RawFrame(i + 1, ts, 1, frame, len(frame)))
+        assert pool.used <= pool.limit + 5_000
+    out += pipe.finish()
+    assert pool.used == 0
+    assert any(d.key == "framing.unbuffered" for m in out for d in m.diagnostics)

@@ -5,6 +5,7 @@ import struct
 import tracemalloc
 
 from kdissect.framing.length_prefixed import LengthPrefixedFramer
+from kdissect.stream.reassembly import Buffered
 
 
 def msg(body: bytes) -> bytes:
@@ -281,3 +282,26 @@ def test_an_empty_message_is_a_bad_length_where_none_may_be_empty() -> None:
     out = kafka.feed(msg(b"") * 1000 + msg(b"Mbbbb"), 1, 0.0) + kafka.feed(msg(b""), 2, 1.0)
     assert [p.data for p in out] == [msg(b""), msg(b"Mbbbb"), msg(b"")]
     assert [d.key for d in out[1].diagnostics] == ["framing.bad_length", "framing.resync"]
+
+
+def test_framers_of_a_capture_keep_a_bounded_number_of_bytes_in_all() -> None:
+    # 20 Kafka connections each sending 50 MB of a 100 MB request (1.7 MB of gzip) kept 1 GB in
+    # their framers (2.3 GB in all). Past the pool's limit, the framer whose message grows cuts it
+    # (framing.unbuffered) and skips the rest; the next message is framed as usual.
+    pool = Buffered(10_000)
+    framers = [LengthPrefixedFramer(1 << 20) for _ in range(4)]
+    for f in framers:
+        f.set_probe(starts_with_m, True)
+        f.set_pool(pool)
+    out: list[list] = [[] for _ in framers]
+    for f, got in zip(framers, out, strict=True):
+        got += f.feed(struct.pack(">I", 9_000) + b"M" + bytes(3_000), 1, 0.0)
+    assert pool.used <= 10_000
+    for f, got in zip(framers, out, strict=True):
+        got += f.feed(bytes(5_999) + msg(b"Mnext"), 2, 0.0)
+        assert pool.used <= 10_000
+    cut = [got[0] for got in out if got and got[0].diagnostics]
+    assert cut and all(p.diagnostics[-1].key == "framing.unbuffered" for p in cut)
+    assert all(len(p.data) < 9_004 for p in cut)
+    assert all(got[-1].data == msg(b"Mnext") for got in out)
+    assert pool.used == 0
