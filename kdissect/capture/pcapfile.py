@@ -34,7 +34,11 @@ PCAP_MAGICS = {
 PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
 GZIP_MAGIC = b"\x1f\x8b"
 GZIP_CUT = "gzip data cut short"
-MAX_RECORD = 256 * 1024 * 1024  # a record larger than this is corruption
+# A record larger than this is corruption (Wireshark refuses a packet past 256 KiB on the link
+# types kdissect reads; a segmentation-offload frame is at most 64 KiB, or 512 KiB with BIG TCP).
+# A record is held two or three times over as it is read and decoded: a 256 MiB record of a few
+# hundred KB of gzip took 442 MB.
+MAX_RECORD = 64 * 1024 * 1024
 STDIN = "-"  # the path that means standard input, as for tshark -r -
 _CHUNK = 64 * 1024  # bytes read from the file at a time
 _BIG = 1024 * 1024  # a record larger than this is read in pieces (its length may be a lie)

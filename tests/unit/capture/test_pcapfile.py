@@ -339,3 +339,15 @@ def test_gzip_of_a_real_capture_is_read_whole(monkeypatch: pytest.MonkeyPatch) -
         records.append(bytes(frame))
     frames, warnings = _read(gzip.compress(b"".join(records), 9), "c.gz")
     assert len(frames) == 66_000 and not warnings
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_a_record_past_64_mib_is_corruption(fmt: str) -> None:
+    # A 200 MB packet block of zeros (200 KB of gzip) was read and decoded whole: 442 MB.
+    claim = 64 * 1024 * 1024 + 4
+    if fmt == "pcap":
+        blob = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1) + struct.pack("<IIII", 1, 0, claim, claim)
+    else:
+        blob = pcapng_section() + pcapng_idb(1) + struct.pack("<II", 6, claim + 32)
+    frames, warnings = _read(blob + bytes(1000), f"c.{fmt}")
+    assert frames == [] and len(warnings) == 1 and "stopped" in warnings[0]
