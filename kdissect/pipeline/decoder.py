@@ -86,6 +86,13 @@ class Decoder:
         self._detect(conv)
 
     def closed(self, conv: Conversation[Decoding]) -> None:
+        if conv.app is None and not conv.passive and not conv.ignored:
+            # What its reassemblers still hold (all of it, when the first bytes were never
+            # captured and nothing acknowledged them) may yet choose a protocol.
+            for side in (0, 1):
+                events = conv.reasm[side].flush()
+                if events:
+                    self.events(conv, side, events)
         if conv.tls is not None:
             self.counters.tls_conversation(conv.tls)
         if conv.app is None and not conv.passive and conv.had_data:

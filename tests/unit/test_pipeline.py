@@ -222,3 +222,18 @@ def test_detection_gives_up_on_a_conversation_of_gaps() -> None:
     (conv,) = pipe.tcp.open.values()
     assert conv.ignored and conv.held == [[], []]
     assert pipe.finish() == []
+
+
+def test_a_conversation_whose_first_bytes_were_lost_is_decoded_from_its_backlog_at_its_end() -> None:
+    # The SYN was seen, the first data segment lost and nothing acknowledged (a capture of one
+    # direction): every later segment waited in the backlog, which the end delivered only to a
+    # conversation already decoding, so none of its messages was output.
+    c = TcpConn()
+    pkts = c.handshake()[:1]
+    c.seq[True] += 1
+    reqs = [kafka_request(18, 0, corr, "app") for corr in range(4)]
+    c.segment(True, reqs[0])  # lost
+    pkts += [c.segment(True, r) for r in reqs[1:]]
+    msgs = run(pkts)
+    assert [m.summary.split(" corr=")[1][:1] for m in msgs[-3:]] == ["1", "2", "3"]
+    assert any(d.key == "tcp.gap" for m in msgs for d in m.diagnostics)
