@@ -10,6 +10,7 @@ plausible length is followed by bytes the protocol's boundary probe accepts.
 from __future__ import annotations
 
 import re
+import struct
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from kdissect.text import plural
 
 BoundaryProbe = Callable[[bytes], bool]
 
+_be32 = struct.Struct(">I").unpack_from
 # Bytes handed to a boundary probe: the length prefix plus the start of the message.
 PROBE_HEAD = 64
 # An unconfirmed boundary is accepted once this much data waits behind it.
@@ -345,7 +347,8 @@ class LengthPrefixedFramer:
 
     def _length_at(self, i: int) -> int | None:
         """The length prefix at buf[i] when it is within this protocol's bounds."""
-        n = int.from_bytes(self.buf[i : i + 4], "big")
+        buf = self.buf
+        n = _be32(buf, i)[0] if i + 4 <= len(buf) else int.from_bytes(buf[i : i + 4], "big")
         return n if self.min_frame <= n <= self.max_frame else None
 
     def _head_ok(self, i: int, n: int) -> tuple[bool | None, int]:

@@ -2,8 +2,13 @@ from __future__ import annotations
 
 import gc
 import struct
+import time
 import tracemalloc
 
+import pytest
+
+from kdissect import accel
+from kdissect.framing import length_prefixed
 from kdissect.framing.length_prefixed import LengthPrefixedFramer
 from kdissect.stream.reassembly import Buffered
 
@@ -305,3 +310,20 @@ def test_framers_of_a_capture_keep_a_bounded_number_of_bytes_in_all() -> None:
     assert all(len(p.data) < 9_004 for p in cut)
     assert all(got[-1].data == msg(b"Mnext") for got in out)
     assert pool.used == 0
+
+
+def test_resync_judges_a_candidate_in_well_under_a_microsecond() -> None:
+    # A stream of b"\0\0\0\x40" captured mid-connection: three offsets in four are plausible
+    # lengths, each judged. Judging one with a probe that says no took 0.74 µs compiled with the
+    # regular expression as first filter, 0.6 µs with the compiled one and the length read as a
+    # slice and int.from_bytes, 0.49 µs read with struct. (A guard: the bound leaves room.)
+    if accel.PURE or length_prefixed.__file__ is None or length_prefixed.__file__.endswith(".py"):
+        pytest.skip("the compiled framer is not in use")
+    data = b"\x00\x00\x00\x40" * 150_000
+    f = LengthPrefixedFramer(100 * 1024 * 1024, min_frame=4)
+    f.set_probe(lambda head: False, False)
+    t0 = time.process_time()
+    for i in range(0, len(data), 1460):
+        f.feed(data[i : i + 1460], 1, 0.0)
+    spent = time.process_time() - t0
+    assert spent / (len(data) * 3 // 4) < 0.9e-6
