@@ -128,7 +128,7 @@ TRANSPORT = Catalogue("transport", "Transport: TCP reassembly, framing, the pipe
      "the stream ended inside a message: what was captured of it is decoded as far as it goes"),
     ("framing.unbuffered", Severity.WARNING, Group.REASSEMBLE,
      "a message cut short because the capture's conversations together keep as many bytes of unfinished "
-     "messages and out-of-order segments as they may (256 MiB): what was captured of it is decoded as far "
+     "messages and out-of-order segments as they may (128 MiB): what was captured of it is decoded as far "
      "as it goes, the rest of it skipped"),
     ("framing.bad_length", Severity.ERROR, Group.MALFORMED,
      "a message length prefix outside what the protocol allows: the framer looks for the next message boundary"),

@@ -27,8 +27,9 @@ HISTORY = 64 * 1024  # delivered bytes kept to compare retransmissions against
 # Bytes that the reassemblers and framers of a capture keep in all (out-of-order backlogs,
 # delivered bytes, unfinished messages): 20,000 reassemblers of 4 MB backlogs and 128 KB of
 # delivered bytes each, and framers of 100 MB messages, would otherwise keep tens of GB (from a
-# few MB of gzip).
-MAX_BUFFERED = 256 * 1024 * 1024
+# few MB of gzip). One message of the largest a protocol allows (Kafka's 100 MB) fits; the
+# messages held in the output have a bound of their own (pipeline/output.py HELD_BYTES).
+MAX_BUFFERED = 128 * 1024 * 1024
 
 
 class Buffered:
