@@ -21,8 +21,6 @@ MAX_DEPTH = 64
 MAX_VALUES = 500_000
 
 _WS = re.compile(rb"[ \t\r\n\x00]*")
-_DQ = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)"', re.S)
-_SQ = re.compile(rb"'([^'\\]*(?:\\.[^'\\]*)*)'", re.S)
 _NUM = re.compile(rb"-?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _BARE = re.compile(rb"[A-Za-z_$%@][\w$%@.\-]*")
 _ESC = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.S)
@@ -80,6 +78,22 @@ def _unescape(raw: bytes) -> str:
     return out.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
+def _string_end(buf: bytes, pos: int) -> int:
+    """Where the string that opens at buf[pos] (a quote) closes: the next same quote not escaped
+    by an odd run of backslashes, or -1. (A regular expression of escapes repeated keeps a
+    backtracking point for each one, tens of bytes an escape.)"""
+    quote = buf[pos : pos + 1]
+    at = pos + 1
+    while True:
+        close = buf.find(quote, at)
+        if close < 0:
+            return -1
+        run = close - at - len(buf[at:close].rstrip(b"\\"))
+        if run % 2 == 0:
+            return close
+        at = close + 1
+
+
 def _number(raw: bytes) -> int | float:
     if re.fullmatch(rb"-?\d+", raw):
         # (int() refuses digit strings past the interpreter's limit, 4300 by default: a float, then)
@@ -125,10 +139,10 @@ class _Parser:
         buf = self.buf
         c = buf[pos]
         if c in b"\"'":
-            m = (_DQ if c == 0x22 else _SQ).match(buf, pos)
-            if m is None:
+            close = _string_end(buf, pos)
+            if close < 0:
                 raise self.fail("unterminated string", pos)
-            return JNode("string", _unescape(m.group(1)), self.base + pos, self.base + m.end()), m.end()
+            return JNode("string", _unescape(buf[pos + 1 : close]), self.base + pos, self.base + close + 1), close + 1
         m = _NUM.match(buf, pos)
         if m is not None:
             return JNode("number", _number(m.group()), self.base + pos, self.base + m.end()), m.end()

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import contextlib
+import tracemalloc
+
 import pytest
 
 from kdissect.errors import BadValue
@@ -72,3 +75,18 @@ def test_a_number_longer_than_int_takes_is_a_float() -> None:
     node, _ = parse(f'{{"a":{digits},"b":-{digits},"c":{"9" * 4300}}}'.encode())
     plain = node.plain()
     assert plain["a"] == float("inf") and plain["b"] == float("-inf") and plain["c"] == int("9" * 4300)
+
+
+@pytest.mark.parametrize("text", [b'"' + b"\\q" * 100_000 + b'"', b"'" + b"\\'" * 100_000,
+                                  b'"' + b"\\\\" * 100_000 + b'"'])
+def test_a_string_of_many_escapes_takes_memory_of_its_size(text: bytes) -> None:
+    # Strings were matched by a regular expression whose repeated escapes kept a backtracking
+    # point each: 8 MB of "\q" took 530 MB while it was matched.
+    tracemalloc.start()
+    try:
+        with contextlib.suppress(BadValue):
+            parse(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 12 * len(text)
