@@ -256,14 +256,26 @@ def _batch_entry(r: WireReader, index: int, ctx: WalkContext) -> Field:
     children = [Field("index", index, -1, 0), Field("metadata_size", size, at, 4)]
     try:
         children += _walk_sized(r, size, "SingleMessageMetadata", ctx)
-        psize = _int(next((c.value for c in children if c.name == "payload_size"), 0))
+        psize, null = _entry_facts(children)
         p_at = r.pos
         value = r.raw(psize)
     except DecodeError as e:
         raise inline_partial(e, children, "message", at) from None
-    null = any(c.name == "null_value" and c.value for c in children)
     children.append(Field("payload", None if null else value, p_at, psize, hint=BYTES))
     return Field("message", None, at, r.pos - at, children, STRUCT)
+
+
+def _entry_facts(children: list[Field]) -> tuple[int, bool]:
+    """A batch entry's payload size (its first payload_size) and whether a null_value is set."""
+    psize: object = 0
+    found = null = False
+    for c in children:
+        if c.name == "payload_size":
+            if not found:
+                psize, found = c.value, True
+        elif c.name == "null_value" and c.value:
+            null = True
+    return _int(psize), null
 
 
 def _rebase(fields: list[Field], at: int, length: int) -> None:

@@ -164,6 +164,8 @@ class Plan(NamedTuple):
     wire: int  # the wire type it is written with
     packable: bool  # repeated numbers may also arrive packed (length-delimited)
     required: bool
+    convert: Callable[[int], Any]  # a varint scalar's value from the varint read
+    hint: str | None  # a varint scalar's hint: a time (TIME_FIELDS), a duration, or None
 
 
 @cache
@@ -172,7 +174,9 @@ def plan(message: str) -> dict[int, Plan]:
     for number, (name, kind, typ, label, _) in MESSAGES.get(message, {}).items():
         wire = LEN if kind == "message" else WIRE_OF.get(typ, VARINT)
         repeated = label == "repeated"
-        out[number] = Plan(name, kind, typ, repeated, wire, repeated and wire != LEN, label == "required")
+        hint = TIME_MS if name in TIME_FIELDS else duration_hint(name)
+        out[number] = Plan(name, kind, typ, repeated, wire, repeated and wire != LEN, label == "required",
+                           _VARINT_CONV.get(typ, _VARINT_CONV["uint64"]), hint)
     return out
 
 
@@ -296,10 +300,7 @@ def _from_varint(p: Plan, v: int) -> Field:
         iv = _signed(v, 32)
         sym = ENUMS.get(p.type, {}).get(iv)
         return Field(p.name, iv, hint=ENUM, display=sym if sym is not None else f"unknown({iv})")
-    value: Any = _VARINT_CONV.get(p.type, _VARINT_CONV["uint64"])(v)
-    if p.name in TIME_FIELDS and isinstance(value, int):
-        return Field(p.name, value, hint=TIME_MS)
-    return Field(p.name, value, hint=duration_hint(p.name))
+    return Field(p.name, p.convert(v), -1, 0, None, p.hint)
 
 
 def _packed(buf: bytes, pos: int, end: int, p: Plan, message: str, ctx: WalkContext) -> tuple[list[Field], int]:

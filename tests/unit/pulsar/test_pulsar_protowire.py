@@ -6,7 +6,7 @@ import pytest
 from pulsar_testlib import pb, varint
 
 from kdissect.errors import BadValue, DecodeError, Truncated
-from kdissect.model import ARRAY, ENUM, RAW, STRUCT, TIME_MS, Severity, format_ms
+from kdissect.model import ARRAY, DURATION_MS, DURATION_S, ENUM, RAW, STRUCT, TIME_MS, Severity, format_ms
 from kdissect.pulsar import protowire
 from kdissect.pulsar.protowire import WalkContext, decode, walk
 
@@ -60,6 +60,18 @@ def test_time_fields_get_a_date() -> None:
     f = _walk("MessageMetadata", pb((1, "p"), (2, 0), (3, 1700000000000)))
     t = f.child("publish_time")
     assert t is not None and t.hint == TIME_MS and format_ms(t.value) == "2023-11-14T22:13:20.000Z"
+
+
+def test_varints_take_their_type_and_hint_from_the_plan() -> None:
+    # Each varint's conversion and hint are worked out once per field of a message type.
+    f = _walk("CommandNewTxn", pb((1, 1), (2, 30000), (3, 2)))
+    ttl = f.child("txn_ttl_millis")
+    assert ttl is not None and ttl.value == 30000 and ttl.hint == DURATION_MS
+    sub = _walk("CommandSubscribe", pb((1, "t"), (2, "s"), (3, 0), (4, 1), (5, 2), (8, 2), (16, 7)))
+    durable, rollback = sub.child("durable"), sub.child("start_message_rollback_duration_sec")
+    assert durable is not None and durable.value is True and durable.hint is None
+    assert rollback is not None and rollback.value == 7 and rollback.hint == DURATION_S
+    assert protowire.plan("CommandNewTxn")[2].hint == DURATION_MS
 
 
 def test_unknown_field_is_kept_raw_with_a_note() -> None:
