@@ -89,7 +89,8 @@ class WalkContext:
     cut: int = -1
 
     # Unknown fields noted (see unknown_field): (message, number, wire type) -> [its note's
-    # index in diags, how many times it came]; None: those past MAX_UNKNOWN_NOTED.
+    # index in diags, how many times it came, whether the number is known]; None: those past
+    # MAX_UNKNOWN_NOTED.
     unknown: dict[tuple[str, int, int] | None, list[int]] = field(default_factory=dict)
     # Notes by name: name -> [how many came, the index in diags of the one that stands for those
     # past MAX_NOTED (-1 until then)], and the text of the last of them (see settle).
@@ -113,34 +114,35 @@ class WalkContext:
         self.last_noted[name] = text
 
     def settle(self) -> None:
-        """Give the notes that stand for those past MAX_NOTED their text (once the walk is done:
-        rewriting one for each note cost more than the note)."""
+        """Give the notes that stand for those past MAX_NOTED, and those of unknown fields, their
+        text (once the walk is done: rewriting one for each note cost more than the note)."""
         for name, (count, at) in self.noted.items():
             if at >= 0:
                 text = f"{count - MAX_NOTED} more of this kind, the last: {self.last_noted[name]}"
                 self.diags[at] = replace(self.diags[at], message=text)
+        for key, (at, times, known) in self.unknown.items():
+            if key is None:
+                text = f"{plural(times, 'more unknown field')} (of other numbers): kept raw"
+            else:
+                message, number, wire = key
+                why = "with an unexpected wire type" if known else "unknown to protocol version 21"
+                text = f"{message} field {number} (wire type {wire}) {why}: kept raw"
+                if times > 1:
+                    text += f" ({times} times)"
+            self.diags[at] = replace(self.diags[at], message=text)
 
     def unknown_field(self, message: str, number: int, wire: int, known: bool, offset: int) -> None:
         """Note an unknown field (or one with an unexpected wire type): once per field of a
         message type, with how many times it came, for MAX_UNKNOWN_NOTED fields at most; the
-        others in one note."""
+        others in one note. `settle` writes their text."""
         key: tuple[str, int, int] | None = (message, number, wire)
         if key not in self.unknown and len(self.unknown) >= MAX_UNKNOWN_NOTED:
             key = None
         seen = self.unknown.get(key)
         if seen is None:
-            seen = self.unknown[key] = [len(self.diags), 0]
+            seen = self.unknown[key] = [len(self.diags), 0, known]
             self.diags.append(DIAGNOSTICS("unknown_field", "", offset))
         seen[1] += 1
-        times = seen[1]
-        if key is None:
-            text = f"{plural(times, 'more unknown field')} (of other numbers): kept raw"
-        else:
-            why = "with an unexpected wire type" if known else "unknown to protocol version 21"
-            text = f"{message} field {number} (wire type {wire}) {why}: kept raw"
-            if times > 1:
-                text += f" ({times} times)"
-        self.diags[seen[0]] = replace(self.diags[seen[0]], message=text)
 
     def out_of_fields(self, offset: int) -> bool:
         """Whether the message may decode no more fields (noted once); else one is counted."""
