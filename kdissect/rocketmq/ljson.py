@@ -21,7 +21,9 @@ MAX_DEPTH = 64
 MAX_VALUES = 500_000
 
 _WS = re.compile(rb"[ \t\r\n\x00]*")
+_SPACE = frozenset(b" \t\r\n\x00")
 _NUM = re.compile(rb"-?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_INT = re.compile(rb"-?\d+")
 _BARE = re.compile(rb"[A-Za-z_$%@][\w$%@.\-]*")
 _ESC = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.S)
 _SIMPLE_ESC = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "/": "/", "\\": "\\", '"': '"', "'": "'"}
@@ -95,7 +97,7 @@ def _string_end(buf: bytes, pos: int) -> int:
 
 
 def _number(raw: bytes) -> int | float:
-    if re.fullmatch(rb"-?\d+", raw):
+    if _INT.fullmatch(raw):
         # (int() refuses digit strings past the interpreter's limit, 4300 by default: a float, then)
         with contextlib.suppress(ValueError):
             return int(raw)
@@ -118,8 +120,9 @@ class _Parser:
         return BadValue(f"JSON: {what} at byte {pos}", self.base + pos)
 
     def ws(self, pos: int) -> int:
-        m = _WS.match(self.buf, pos)
-        return m.end() if m else pos
+        if pos < self.end and self.buf[pos] in _SPACE:
+            return _WS.match(self.buf, pos).end()  # type: ignore[union-attr]  # (* always matches)
+        return pos
 
     def value(self, pos: int, depth: int) -> tuple[JNode, int]:
         pos = self.ws(pos)
@@ -184,7 +187,7 @@ class _Parser:
                 if c == 0x2C:  # , (also tolerates trailing and doubled commas)
                     pos += 1
                     continue
-                key_pos = self.ws(pos)
+                key_pos = pos
                 key, pos = self.key(key_pos, depth)
                 pos = self.ws(pos)
                 if pos >= self.end or self.buf[pos] not in b":=":
