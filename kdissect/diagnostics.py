@@ -64,13 +64,14 @@ class Catalogue:
     by default; "" when the names are whole keys, as the transport layer's are). Building a
     diagnostic whose name is not declared raises KeyError: that is a bug."""
 
-    __slots__ = ("name", "title", "prefix", "_entries")
+    __slots__ = ("name", "title", "prefix", "_entries", "_malformed")
 
     def __init__(self, name: str, title: str, specs: Iterable[Spec], prefix: str | None = None) -> None:
         self.name = name
         self.title = title
         self.prefix = name if prefix is None else prefix
         self._entries: dict[str, Entry] = {}
+        self._malformed: dict[type[DecodeError], str] = {}  # error class -> its name, as malformed() found it
         for item, severity, group, description in specs:
             if item in self._entries:
                 raise ValueError(f"diagnostic {item!r} declared twice in the {name} catalogue")
@@ -87,13 +88,19 @@ class Catalogue:
     def malformed(self, error: DecodeError) -> Diagnostic:
         """The MALFORMED diagnostic of a DecodeError: `<prefix>.<class name in lower case>`
         ("kafka.truncated"), or that of its nearest declared base class; its text and offset."""
-        for cls in type(error).__mro__:
+        name = self._malformed.get(type(error))
+        if name is None:
+            name = self._malformed[type(error)] = self._malformed_name(type(error))
+        return self(name, str(error), error.offset)
+
+    def _malformed_name(self, error: type[DecodeError]) -> str:
+        for cls in error.__mro__:
             name = cls.__name__.lower()
             if name in self._entries:
-                return self(name, str(error), error.offset)
+                return name
             if cls is DecodeError:
                 break
-        raise KeyError(f"{self.name}: no diagnostic declared for {type(error).__name__}")
+        raise KeyError(f"{self.name}: no diagnostic declared for {error.__name__}")
 
     def key(self, name: str) -> str:
         """The full key of a declared name (KeyError if it is not declared)."""

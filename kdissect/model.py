@@ -50,16 +50,30 @@ class Diagnostic:
     message: str
     offset: int = -1
 
+    def __init__(self, severity: Severity, group: Group, key: str, message: str, offset: int = -1) -> None:
+        # What the generated __init__ of a frozen dataclass does (which runs as Python code, and
+        # every malformed message builds a diagnostic), with the slots' own setters.
+        _SET_SEVERITY(self, severity)
+        _SET_GROUP(self, group)
+        _SET_KEY(self, key)
+        _SET_MESSAGE(self, message)
+        _SET_OFFSET(self, offset)
+
     def to_json(self) -> dict[str, Any]:
+        # _value_: the member's value without the `value` property's descriptor call.
         out: dict[str, Any] = {
-            "severity": self.severity.value,
-            "group": self.group.value,
+            "severity": self.severity._value_,
+            "group": self.group._value_,
             "key": self.key,
             "message": self.message,
         }
         if self.offset >= 0:
             out["offset"] = self.offset
         return out
+
+
+_SET_SEVERITY, _SET_GROUP, _SET_KEY, _SET_MESSAGE, _SET_OFFSET = (
+    getattr(Diagnostic, name).__set__ for name in ("severity", "group", "key", "message", "offset"))
 
 
 # Display hints for Field.hint. Renderers choose a presentation from them; they never

@@ -321,8 +321,9 @@ def run_dissector(d: Dissector, msg: Message, state: ConversationState, opts: Op
         d.dissect(msg, state, opts)
     except DecodeError as e:
         msg.add(d.diagnostics.malformed(e))
-        kept = {id(f) for f in msg.fields}
-        msg.fields += [f for f in take_partial(e) if id(f) not in kept]
+        if e.partial is not None:
+            kept = {id(f) for f in msg.fields}
+            msg.fields += [f for f in take_partial(e) if id(f) not in kept]
         if not msg.summary:
             msg.summary = f"malformed {d.title} {msg.kind}"
         elif not msg.summary.endswith(MALFORMED_MARK):

@@ -96,6 +96,26 @@ def test_malformed_is_named_after_the_error_class() -> None:
         Catalogue("bare", "Bare", [("thing", Severity.NOTE, Group.COMMENT, "a thing")]).malformed(Truncated("x"))
 
 
+def test_a_diagnostic_is_built_by_code_of_its_module() -> None:
+    """Every malformed message builds a diagnostic: its __init__ is model.py's (compiled with
+    it), not the Python code dataclasses generates (source "<string>"), and behaves as that one."""
+    import dataclasses
+
+    from kdissect.model import Diagnostic
+
+    assert Diagnostic.__init__.__code__.co_filename.endswith("model.py")
+    d = Diagnostic(Severity.ERROR, Group.MALFORMED, "kafka.truncated", "short")
+    assert (d.severity, d.group, d.key, d.message, d.offset) == (
+        Severity.ERROR, Group.MALFORMED, "kafka.truncated", "short", -1)
+    same = Diagnostic(severity=Severity.ERROR, group=Group.MALFORMED, key="kafka.truncated", message="short", offset=-1)
+    assert d == same and hash(d) == hash(same) and repr(d) == repr(same)
+    assert dataclasses.replace(d, offset=3).offset == 3
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        d.offset = 4  # type: ignore[misc]
+    assert d.to_json() == {"severity": "error", "group": "malformed", "key": "kafka.truncated", "message": "short"}
+    assert type(d.to_json()["severity"]) is str
+
+
 def _decode_error_classes() -> set[type]:
     dissectors()  # imports every protocol package
     out: set[type] = set()
