@@ -58,13 +58,18 @@ def decode_errors() -> tuple[Spec, ...]:
     return tuple((name, Severity.ERROR, Group.MALFORMED, text + _AFTER_BREAK) for name, text in DECODE_ERRORS)
 
 
+# Diagnostics a catalogue keeps to give again (Catalogue.__call__), and the longest text kept.
+BUILT_KEPT = 1024
+BUILT_TEXT = 256
+
+
 class Catalogue:
     """The diagnostics of one protocol (or of the transport layer). `name` is the protocol's name
     and `title` what the listings call it; every key is `prefix.name` (prefix: the protocol's name
     by default; "" when the names are whole keys, as the transport layer's are). Building a
     diagnostic whose name is not declared raises KeyError: that is a bug."""
 
-    __slots__ = ("name", "title", "prefix", "_entries", "_malformed")
+    __slots__ = ("name", "title", "prefix", "_entries", "_malformed", "_built")
 
     def __init__(self, name: str, title: str, specs: Iterable[Spec], prefix: str | None = None) -> None:
         self.name = name
@@ -72,6 +77,7 @@ class Catalogue:
         self.prefix = name if prefix is None else prefix
         self._entries: dict[str, Entry] = {}
         self._malformed: dict[type[DecodeError], str] = {}  # error class -> its name, as malformed() found it
+        self._built: dict[tuple[str, str, int], Diagnostic] = {}  # the last diagnostics built (see __call__)
         for item, severity, group, description in specs:
             if item in self._entries:
                 raise ValueError(f"diagnostic {item!r} declared twice in the {name} catalogue")
@@ -81,9 +87,19 @@ class Catalogue:
             self._entries[item] = Entry(key, Severity(severity), Group(group), description)
 
     def __call__(self, name: str, message: str, offset: int = -1) -> Diagnostic:
-        """The diagnostic `name` (declared in this catalogue) with its message text and offset."""
-        e = self._entries[name]
-        return Diagnostic(e.severity, e.group, e.key, message, offset)
+        """The diagnostic `name` (declared in this catalogue) with its message text and offset.
+        Diagnostics are immutable: one with a short text is built once and given again while it
+        is among the last BUILT_KEPT built (a run of malformed messages repeats the same few)."""
+        key = (name, message, offset)
+        d = self._built.get(key)
+        if d is None:
+            e = self._entries[name]
+            d = Diagnostic(e.severity, e.group, e.key, message, offset)
+            if len(message) <= BUILT_TEXT:
+                if len(self._built) >= BUILT_KEPT:
+                    self._built.clear()
+                self._built[key] = d
+        return d
 
     def malformed(self, error: DecodeError) -> Diagnostic:
         """The MALFORMED diagnostic of a DecodeError: `<prefix>.<class name in lower case>`

@@ -116,6 +116,25 @@ def test_a_diagnostic_is_built_by_code_of_its_module() -> None:
     assert type(d.to_json()["severity"]) is str
 
 
+def test_repeated_diagnostics_are_built_once() -> None:
+    """A run of malformed messages repeats the same diagnostics: each (name, text, offset) with a
+    short text is built once and given again; a long text is built each time; the catalogue keeps
+    a bounded number."""
+    from kdissect import diagnostics
+
+    cat = Catalogue("demo", "Demo", [("thing", Severity.NOTE, Group.COMMENT, "a thing"), *decode_errors()])
+    first = cat.malformed(Truncated("int32 past the end", 8))
+    assert cat.malformed(Truncated("int32 past the end", 8)) is first
+    assert cat.malformed(Truncated("int32 past the end", 9)) is not first
+    assert cat("thing", "x", 3) is cat("thing", "x", 3)
+    long = "y" * (diagnostics.BUILT_TEXT + 1)
+    assert cat("thing", long) is not cat("thing", long)
+    assert cat("thing", long) == cat("thing", long)
+    for i in range(3 * diagnostics.BUILT_KEPT):
+        cat("thing", "z", i)
+    assert len(cat._built) <= diagnostics.BUILT_KEPT
+
+
 def _decode_error_classes() -> set[type]:
     dissectors()  # imports every protocol package
     out: set[type] = set()
