@@ -13,6 +13,7 @@ that have a `topic_id` field, as a path of field names from the body.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
@@ -43,7 +44,9 @@ class TopicIds:
     __slots__ = ("names", "first", "taught", "now")
 
     def __init__(self) -> None:
-        self.names: dict[str, str] = {}
+        # Oldest first: forgetting the oldest is popitem(last=False), which a dict cannot do in
+        # constant time (next(iter(d)) steps over every slot its earlier deletions left empty).
+        self.names: OrderedDict[str, str] = OrderedDict()
         self.first: dict[Hashable, tuple[int, Any]] = {}
         self.taught: dict[Hashable, tuple[int, Any]] = {}
         self.now = 0
@@ -52,9 +55,8 @@ class TopicIds:
         if not learnable(topic_id, name):
             return
         names = self.names
-        names.pop(topic_id, None)
-        if len(names) >= MAX_IDS:
-            del names[next(iter(names))]
+        if names.pop(topic_id, None) is None and len(names) >= MAX_IDS:
+            names.popitem(last=False)
         names[topic_id] = name
         if topic_id not in self.first and len(self.first) < MAX_IDS:
             self.first[topic_id] = (self.now, name)

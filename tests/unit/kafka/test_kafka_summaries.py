@@ -154,6 +154,25 @@ def test_topic_ids_are_bounded_and_forget_the_oldest() -> None:
     assert ids.name("id-2") == "renamed" and ids.name("id-3") is None
 
 
+def test_topic_ids_forget_the_oldest_in_constant_time() -> None:
+    """Past MAX_IDS each new id forgets the oldest: learning the next MAX_IDS ids costs about what
+    the first MAX_IDS did. (A dict's oldest key, next(iter(d)), steps over every slot earlier
+    deletions emptied: a capture of 400,000 topic ids took 17 s to export, 4 s now.)"""
+    import time
+
+    ids = TopicIds()
+    names = [f"{n:032x}" for n in range(2 * MAX_IDS)]
+    start = time.perf_counter()
+    for n in names[:MAX_IDS]:
+        ids.learn(n, "t")
+    filled = time.perf_counter()
+    for n in names[MAX_IDS:]:
+        ids.learn(n, "t")
+    evicting = time.perf_counter() - filled
+    assert len(ids.names) == MAX_IDS and ids.name(names[-1]) == "t" and ids.name(names[0]) is None
+    assert evicting < 3 * (filled - start) + 0.05, (filled - start, evicting)
+
+
 def test_topic_ids_learn_no_name_longer_than_kafka_allows() -> None:
     """What the table holds is bounded by its count of ids times the longest legal name, however
     long the names a capture pairs with ids."""
