@@ -112,6 +112,16 @@ class Budget:
                 self.entries_left = 0
         return True
 
+    def decompressed_elements(self, n: int) -> None:
+        """n elements shown out of decompressed bytes (the headers of a compressed batch's
+        records): no bytes of the capture bound them, so they count against its entries, and
+        once those are spent the message shows no more entries."""
+        c = self._capture
+        if c is not None and n:
+            c.entries += n
+            if c.entries >= self._entries_cap:
+                self.entries_left = 0
+
     def entries_spent(self, kind: str) -> str:
         """Why no more entries (`kind`: "records and batches") may be shown: the message's limit, or
         the capture's."""

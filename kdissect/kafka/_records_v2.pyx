@@ -198,6 +198,8 @@ cdef object _record(const unsigned char* data, Py_ssize_t start, Py_ssize_t limi
         return None
     if hn:
         ctx.budget.elements(hn)
+        if not real:
+            ctx.budget.decompressed_elements(hn)
     ts = max_timestamp if b.log_append else _add(base_timestamp, b.small_timestamp, b.base_timestamp, ts_delta)
     offset = _add(base_offset, b.small_offset, b.base_offset, off_delta)
     values = (length, data[at], ts_delta, off_delta, offset, ts, key, value, headers)

@@ -200,8 +200,9 @@ def _record(r: WireReader, attrs: int, base_offset: int, base_timestamp: int, ma
 
 
 def _headers(buf: bytes, p: int, end: int, real: bool, ctx: Ctx) -> tuple[Field, int]:
-    """A record's headers; each is an element of the message's budget. Past the budget the
-    rest of the record (end) is not decoded."""
+    """A record's headers; each is an element of the message's budget, and out of decompressed
+    bytes an entry of the capture's too. Past the message's budget the rest of the record (end)
+    is not decoded."""
     start = p
     n, p = varint_at(buf, p, end)
     if n < 0 or 2 * n > end - p:
@@ -209,6 +210,8 @@ def _headers(buf: bytes, p: int, end: int, real: bool, ctx: Ctx) -> tuple[Field,
     shown = ctx.budget.elements(n) if n else 0
     if shown < n:
         _header_limit(ctx, n, shown, start if real else -1)
+    if not real:
+        ctx.budget.decompressed_elements(shown)
     items: list[Field] = []
     for _ in range(shown):
         hstart = p

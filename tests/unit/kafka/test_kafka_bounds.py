@@ -11,7 +11,7 @@ import crc32c
 import pytest
 import zstandard
 from kafka.record.default_records import DefaultRecordBatchBuilder
-from pcapgen import kafka_request
+from pcapgen import kafka_request, uvarint
 
 from kdissect.dissect import base
 from kdissect.dissect.base import Options, run_dissector
@@ -132,6 +132,39 @@ def test_a_captures_messages_show_records_within_the_captures_budget(monkeypatch
     assert shown[-1] < 999
     assert all("the capture has shown as many records and batches as its budget allows" in m.diagnostics[0].message
                for m, k in zip(msgs, shown, strict=True) if k < 999)
+
+
+def many_headers_batch(h: int) -> bytes:
+    """A zstd RecordBatch v2 of one record with h headers (empty key, null value): a few dozen
+    bytes on the wire."""
+    body = bytes([0, 0, 0, 1, 1]) + uvarint(2 * h) + b"\x00\x01" * h  # attributes, deltas, null key and value
+    record = uvarint(2 * len(body)) + body
+    after_crc = struct.pack(">hiqqqhii", ZSTD, 0, 0, 0, -1, -1, -1, 1) + zstandard.compress(record)
+    batch = struct.pack(">iB", 0, 2) + struct.pack(">I", crc32c.crc32c(after_crc)) + after_crc
+    return struct.pack(">qi", 0, len(batch)) + batch
+
+
+def headers_shown(msg: Message) -> int:
+    batches = partitions(msg)[0].child("records")
+    first = batches.children[0] if batches is not None and batches.children else None
+    records = first.child("records") if first is not None else None
+    record = records.children[0] if records is not None and records.children else None
+    headers = record.child("headers") if record is not None else None
+    return len(headers.children or []) if headers is not None else 0
+
+
+def test_a_compressed_records_headers_count_against_the_captures_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The headers of a compressed batch's records are bounded by no bytes of the capture: they
+    count against its entries, so that once four messages' worth (and what the capture's bytes
+    earn) are shown, its records are counted from their batch headers. (100 Produce requests of
+    44 bytes of zstd, each a record of 99,990 headers: 240 MB of JSON from 22 KB, now 12 MB.)"""
+    monkeypatch.setattr(base, "MAX_ENTRIES", 1_000)
+    one = produce([many_headers_batch(5_000)])
+    msgs = dissect_in_one_capture(one, 50, Options())
+    shown = [headers_shown(m) for m in msgs]
+    assert shown[0] == 5_000 and shown[-1] == 0
+    assert sum(shown) <= 4 * 1_000 + 50 * len(one) // 4 + 5_000  # one message may pass the allowance
+    assert all(m.summary.endswith("t[0:1 record]") for m in msgs)
 
 
 def test_records_shown_are_counted_per_message(monkeypatch: pytest.MonkeyPatch) -> None:
