@@ -160,17 +160,22 @@ def test_topic_ids_forget_the_oldest_in_constant_time() -> None:
     deletions emptied: a capture of 400,000 topic ids took 17 s to export, 4 s now.)"""
     import time
 
-    ids = TopicIds()
     names = [f"{n:032x}" for n in range(2 * MAX_IDS)]
-    start = time.perf_counter()
-    for n in names[:MAX_IDS]:
-        ids.learn(n, "t")
-    filled = time.perf_counter()
-    for n in names[MAX_IDS:]:
-        ids.learn(n, "t")
-    evicting = time.perf_counter() - filled
-    assert len(ids.names) == MAX_IDS and ids.name(names[-1]) == "t" and ids.name(names[0]) is None
-    assert evicting < 3 * (filled - start) + 0.05, (filled - start, evicting)
+    times = []
+    for _ in range(3):  # a busy machine may slow one half: the best of three tries
+        ids = TopicIds()
+        start = time.perf_counter()
+        for n in names[:MAX_IDS]:
+            ids.learn(n, "t")
+        filled = time.perf_counter()
+        for n in names[MAX_IDS:]:
+            ids.learn(n, "t")
+        times.append((filled - start, time.perf_counter() - filled))
+        assert len(ids.names) == MAX_IDS and ids.name(names[-1]) == "t" and ids.name(names[0]) is None
+        if times[-1][1] < 3 * times[-1][0] + 0.05:
+            break
+    else:
+        raise AssertionError(f"(filling, evicting) seconds: {times}")
 
 
 def test_topic_ids_learn_no_name_longer_than_kafka_allows() -> None:
