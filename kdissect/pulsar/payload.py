@@ -26,6 +26,10 @@ from kdissect.wire.reader import WireReader
 
 MAGIC_CRC32C = 0x0E01
 MAGIC_BROKER_ENTRY = 0x0E02
+# The fields of a decompressed batch entry's metadata past these (properties by the thousand)
+# count against the capture's entries, as the entry itself does: no bytes of the capture bound
+# them (a few dozen bytes of zstd hold 100,000 empty properties).
+FREE_ENTRY_FIELDS = 32
 
 
 @dataclass
@@ -213,7 +217,9 @@ def _problem(e: CodecError, name: str, size: int, cap: int) -> str:
 def _batch(buf: bytes, pos: int, end: int, count: int, at: int, length: int, rebase: bool,
            ctx: WalkContext) -> Field:
     """Split a batch in buf[pos:end]. Fields of a decompressed batch point at the payload. A
-    batch the frame's cut falls in keeps the entries before the cut and the one it cuts short."""
+    batch the frame's cut falls in keeps the entries before the cut and the one it cuts short.
+    Each entry spends one of the message's and the capture's entries, and an entry decompressed
+    with more than FREE_ENTRY_FIELDS fields the rest from the capture's too."""
     r = WireReader(buf, pos, end)
     entries: list[Field] = []
     diags_before = len(ctx.diags)
@@ -229,7 +235,12 @@ def _batch(buf: bytes, pos: int, end: int, count: int, at: int, length: int, reb
                        f"more than the {b.elements_limit} fields a message may show")
                 ctx.note("batch_limit", f"{count} messages in the batch, {why}: the first {i} are shown", r.pos)
                 break
-            entries.append(_batch_entry(r, i, ctx))
+            left = b.elements_left
+            try:
+                entries.append(_batch_entry(r, i, ctx))
+            finally:
+                if rebase and left - b.elements_left > FREE_ENTRY_FIELDS:
+                    b.decompressed_elements(left - b.elements_left - FREE_ENTRY_FIELDS)
     except DecodeError as e:
         broke = True
         ctx.note("batch", f"batch entry {len(entries)} of {count}: {e}", e.offset)

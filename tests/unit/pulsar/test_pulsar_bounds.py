@@ -12,7 +12,8 @@ from pulsar_testlib import SEND, batch, keys, payload_frame, pb, root, run
 
 from kdissect.dissect import base
 from kdissect.dissect.base import Options
-from kdissect.model import Group
+from kdissect.model import Group, Message
+from kdissect.pulsar.dissector import DISSECTOR
 
 SEND_BODY = pb((1, 1), (2, 42))
 
@@ -61,3 +62,47 @@ def test_unknown_fields_count_too(monkeypatch: pytest.MonkeyPatch) -> None:
     msg = run(payload_frame(SEND, SEND_BODY, meta() + unknown, b"p"))
     assert keys(msg).count("pulsar.unknown_field") < 20
     assert keys(msg)[-1] == "pulsar.field_limit"
+
+
+def properties_entry_batch(n: int) -> bytes:
+    """A batch of one entry whose metadata carries n empty properties, zstd-compressed: a few
+    dozen bytes on the wire."""
+    return batch((pb(*([(1, pb((1, b""), (2, b"")))] * n), (3, 1)), b"x"))
+
+
+def properties_shown(msg: Message) -> int:
+    msgs = root(msg, "messages")
+    first = msgs.children[0] if msgs is not None and msgs.children else None
+    properties = first.child("properties") if first is not None else None
+    return len(properties.children or []) if properties is not None else 0
+
+
+def test_a_compressed_entrys_many_fields_count_against_the_captures_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A decompressed batch entry's fields past FREE_ENTRY_FIELDS count against the capture's
+    entries: no bytes of the capture bound them (100 SENDs of 80 bytes of zstd, each an entry of
+    99,990 empty properties, took 11.5 CPU-seconds and 493 MB to export). Once the capture's
+    entries are spent, the later batches show none; an entry of a few fields costs one entry."""
+    monkeypatch.setattr(base, "MAX_ENTRIES", 1_000)
+    body = properties_entry_batch(2_000)
+    frame = payload_frame(SEND, SEND_BODY, meta((8, 3), (9, len(body)), (11, 1)),
+                          zstandard.ZstdCompressor().compress(body))
+    capture = base.CaptureState()
+    msgs = []
+    for _ in range(20):
+        state = DISSECTOR.new_state()
+        state.share(capture)
+        msgs.append(run(frame, state=state))
+    shown = [properties_shown(m) for m in msgs]
+    assert shown[0] == 2_000 and shown[-1] == 0
+    assert "pulsar.batch_limit" in keys(msgs[-1])
+    allowance = 4 * 1_000 + 20 * len(frame) // 4
+    assert capture.inflation.entries <= allowance + 3 * 2_000 + 1  # the last entry shown may pass it
+
+    small = batch(*[(pb((3, 1)), b"x")] * 10)
+    frame = payload_frame(SEND, SEND_BODY, meta((8, 3), (9, len(small)), (11, 10)),
+                          zstandard.ZstdCompressor().compress(small))
+    capture = base.CaptureState()
+    state = DISSECTOR.new_state()
+    state.share(capture)
+    run(frame, state=state)
+    assert capture.inflation.entries == 10
