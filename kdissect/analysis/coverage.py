@@ -27,6 +27,7 @@ PORT_HINTS: dict[int, str] = {
           "listener (plaintext Kafka: --decode-as 9093=kafka)",
 }
 BUSIEST = 3  # server ports named in the summary
+LINK_LINES = 8  # unsupported link types named one a line; the rest in one line
 
 
 # TLS diagnostic key -> (the line's severity, why those conversations were not decrypted, or not
@@ -48,8 +49,13 @@ def notes(c: Counters, name: str) -> list[str]:
     """Lines for standard error ("warning: ..." or "note: ..."): each unsupported link type, the
     TLS conversations that were not decrypted and why, and, when no message was decoded, what the
     capture held instead."""
+    links = sorted(c.unsupported_links.items())
     out = [f"warning: {name}: link type {lt} is not supported; {plural(n, 'frame')} skipped"
-           for lt, n in sorted(c.unsupported_links.items())]
+           for lt, n in links[:LINK_LINES]]
+    if len(links) > LINK_LINES:
+        rest = links[LINK_LINES:]
+        out.append(f"warning: {name}: {len(rest)} more link types are not supported; "
+                   f"{plural(sum(n for _, n in rest), 'frame')} skipped")
     out += tls_notes(c, name)
     if c.messages:
         return out

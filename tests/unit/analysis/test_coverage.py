@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kdissect.analysis.coverage import notes
+from kdissect.analysis.coverage import LINK_LINES, notes
 from kdissect.pipeline import Counters, PortTally
 from kdissect.pipeline.detect import looks_like
 
@@ -24,6 +24,16 @@ def test_empty_and_non_tcp_captures() -> None:
 def test_something_decoded_is_quiet_but_for_link_types() -> None:
     c = Counters(frames=10, tcp_segments=8, conversations=1, messages=4, recognised=1, unsupported_links={147: 2})
     assert notes(c, "c.pcap") == ["warning: c.pcap: link type 147 is not supported; 2 frames skipped"]
+
+
+def test_many_unsupported_link_types_take_a_few_lines() -> None:
+    """A pcapng file may declare 65,536 interfaces of as many link types: eight are named, the
+    rest summed in one line (one line each was 7 MB of warnings from a 3.7 MB file)."""
+    c = Counters(frames=70_000, messages=1, unsupported_links={lt: 1 + lt % 2 for lt in range(300, 20_300)})
+    lines = notes(c, "c.pcap")
+    assert len(lines) == LINK_LINES + 1
+    assert lines[0] == "warning: c.pcap: link type 300 is not supported; 1 frame skipped"
+    assert lines[-1] == f"warning: c.pcap: {20_000 - LINK_LINES} more link types are not supported; 29988 frames skipped"
 
 
 def test_handshakes_only_and_recognised_without_messages() -> None:
