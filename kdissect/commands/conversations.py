@@ -4,7 +4,7 @@ stream decoded, requests and responses in order: Wireshark's Follow TCP Stream, 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import click
@@ -50,28 +50,30 @@ def conversations(captures: tuple[str, ...], fmt: str, show_all: bool, no_color:
     registry, opts = build(decode_as, max_bytes, max_decompressed, show_secrets)
     keep = current_filter()
     table = collect(captures, registry, opts, keep)
-    rows = table.rows(filtered=keep is not None, empty=show_all)
+    table.finish()
     for w in table.warnings:
         click.echo(f"kdissect: warning: {w}", err=True)
     for n in table.notes:
         click.echo(f"kdissect: {n}", err=True)
+
+    def rows() -> Iterator[dict[str, Any]]:  # made as they are read, not kept
+        return table.iter_rows(filtered=keep is not None, empty=show_all)
+
     if fmt == "json":
-        for text in json_rows(rows):
+        for text in json_rows(rows()):
             click.echo(text, nl=False)
         click.echo()
         return
     _print_table(rows, no_color)
 
 
-def json_rows(rows: list[dict[str, Any]]) -> Iterator[str]:
-    """The text of json.dumps(rows, indent=1), a row at a time: with an indent, json builds the
-    whole document from small pieces (1.8 GB for 400,000 rows of 144 MB)."""
-    if not rows:
-        yield "[]"
-        return
+def json_rows(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """The text of json.dumps(list(rows), indent=1), a row at a time: with an indent, json builds
+    the whole document from small pieces (1.8 GB for 400,000 rows of 144 MB)."""
+    i = -1
     for i, row in enumerate(rows):
         yield ("[\n " if i == 0 else ",\n ") + json.dumps(row, indent=1).replace("\n", "\n ")
-    yield "\n]"
+    yield "[]" if i < 0 else "\n]"
 
 
 def _tls_text(tls: dict[str, Any] | None) -> str:
@@ -98,11 +100,11 @@ COLUMNS = [Col("stream", None), Col("protocol", 7, True), Col("client", 10, True
 TLS_COLUMN = Col("tls", 2, True)
 
 
-def _print_table(rows: list[dict[str, Any]], no_color: bool) -> None:
-    with_tls = any(r["tls"] for r in rows)
+def _print_table(rows: Callable[[], Iterator[dict[str, Any]]], no_color: bool) -> None:
+    with_tls = any(r["tls"] for r in rows())
 
     def cells() -> Iterator[list[str]]:  # made as they are read, twice, rather than kept (2.7 KB a row)
-        for r in rows:
+        for r in rows():
             dur = r["duration_s"]
             yield [str(r["stream"]), r["protocol"] or "(not decoded)", r["client"], r["server"],
                    str(r["packets"]), size_text(r["bytes_to_server"]), size_text(r["bytes_to_client"]),
