@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import operator
 import re
+import signal
+import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -139,6 +142,43 @@ def contains(val: Value) -> Test:
     return test
 
 
+# A regular expression's search of one value may take exponential time (`(a+)+$` against a
+# long run of a's and a mismatch, a 32 KB client id): on the main thread a timer stops it after
+# MATCH_TIME_S (re checks signals as it goes) and the value counts as not matching, and so do,
+# without a search, values at least as long as the shortest one stopped; after MAX_STOPPED
+# stops, every value. A one-line warning says so, once. Other threads (the tui's) search
+# without a timer.
+MATCH_TIME_S = 0.05
+MAX_STOPPED = 20
+
+
+class _Stopped(Exception):
+    """A search ran past MATCH_TIME_S."""
+
+
+class _Clock:
+    """The timer of searches: SIGALRM's handler stops the one running, if any."""
+
+    searching = False
+    installed = False
+
+    @classmethod
+    def stop(cls, _sig: int, _frame: Any) -> None:
+        if cls.searching:
+            cls.searching = False
+            raise _Stopped
+
+    @classmethod
+    def ready(cls) -> bool:
+        """Whether searches can be timed: on the main thread, the handler installed."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        if not cls.installed:
+            signal.signal(signal.SIGALRM, cls.stop)
+            cls.installed = True
+        return True
+
+
 def matches(val: Value, lit: Literal, expr: str) -> Test:
     try:
         rx = re.compile(val.text)
@@ -147,16 +187,39 @@ def matches(val: Value, lit: Literal, expr: str) -> Test:
     except RecursionError:
         raise FilterError("bad regular expression (nested too deeply)", expr, lit.pos) from None
     search = rx.search
+    too_long = [sys.maxsize, 0]  # values this long are not searched; the searches stopped
+
+    def found(s: str) -> bool:
+        if len(s) >= too_long[0]:
+            return False
+        if not _Clock.ready():
+            return search(s) is not None
+        try:
+            _Clock.searching = True
+            signal.setitimer(signal.ITIMER_REAL, MATCH_TIME_S)
+            try:
+                return search(s) is not None
+            finally:
+                _Clock.searching = False
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        except _Stopped:
+            too_long[1] += 1
+            too_long[0] = len(s) if too_long[1] < MAX_STOPPED else 0
+            if too_long[1] == 1:
+                sys.stderr.write(f"kdissect: warning: the regular expression {val.text!r} took more than "
+                                 f"{MATCH_TIME_S} s on a value of {len(s):,} characters: values as long count "
+                                 f"as not matching (after {MAX_STOPPED} such, every value)\n")
+            return False
 
     def test(v: Any, d: str | None) -> bool:
         if v is PRESENT or v is None:
             return False
         if isinstance(v, str):
-            return search(v) is not None
+            return found(v)
         b = _bytes(v)
         if b is not None:
-            return search(b.decode("utf-8", "replace")) is not None
-        return search(str(v)) is not None or (d is not None and search(d) is not None)
+            return found(b.decode("utf-8", "replace"))
+        return found(str(v)) or (d is not None and found(d))
 
     return test
 

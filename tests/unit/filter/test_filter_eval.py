@@ -228,3 +228,22 @@ def test_a_chain_of_any_length_compiles_and_runs(n: int) -> None:
     last = compile_filter(" || ".join(["kdissect.rtt_ms > 200"] * (n - 1) + ["zookeeper"]))
     assert last(KAFKA) is False and last(ZK) is True
 
+
+
+def test_a_regular_expression_that_backtracks_without_end_gives_up(capsys: pytest.CaptureFixture[str]) -> None:
+    """`(a+)+$` against a 32 KB client id of a's and a mismatch backtracked for ever (read -Y of
+    100 such requests, 3.2 MB, was stopped after 60 s; now 0.4 s): a search is stopped after
+    MATCH_TIME_S, the value counts as not matching, and so do values as long, unsearched."""
+    import time
+
+    def zk(path: str) -> Message:
+        m = _zk_request()
+        m.fields = [Field("path", path)]
+        return m
+
+    keep = compile_filter('zookeeper.path matches "(a+)+$"')
+    start = time.monotonic()
+    assert [keep(zk("a" * n + "!")) for n in (40, 41, 5000)] == [False, False, False]
+    assert time.monotonic() - start < 1
+    assert keep(zk("/a")) and keep(zk("b" * 30 + "a"))  # shorter than the one stopped
+    assert capsys.readouterr().err.count("kdissect: warning: the regular expression '(a+)+$' took more") == 1
