@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from kdissect.analysis.throughput import short_name
 from kdissect.model import ARRAY, Field, Message
 
 K = TypeVar("K")
@@ -45,8 +46,9 @@ def integer(v: Any) -> int | None:
 
 
 def text(v: Any) -> str | None:
-    """`v` when it is a string, else None."""
-    return v if isinstance(v, str) else None
+    """`v` when it is a string, as the tables keep it (short_name: its first 1,024 characters:
+    a client or member id is data, up to 32 KB or more), else None."""
+    return short_name(v) if isinstance(v, str) else None
 
 
 def host_of(address: str) -> str:

@@ -22,7 +22,7 @@ from kdissect.analysis.stats import request_facts
 from kdissect.analysis.throughput import short_name
 from kdissect.expert.catalogue import MAX_EVIDENCE, Evidence, Finding, Kind
 from kdissect.expert.series import Clock
-from kdissect.expert.tree import elements, first, get_or_make, host_of, integer, number, put, top, value
+from kdissect.expert.tree import elements, first, get_or_make, host_of, integer, number, put, text, top, value
 from kdissect.kafka.compression import codec_name
 from kdissect.kafka.error_codes import error_name
 from kdissect.model import ARRAY, Field, Message, Row, Severity
@@ -412,14 +412,13 @@ class Producers:
         return row
 
     def _produce(self, m: Message) -> None:
-        client = m.info.get("client_id")
-        client = client if isinstance(client, str) else "?"
+        client = text(m.info.get("client_id")) or "?"
         acks = integer(m.info.get("acks"))
         batches = list(produce_batches(m))
         pid = next((b.producer_id for b in batches if b.producer_id >= 0), -1)
         row = self._row(client, pid)
-        txn = value(m, "transactional_id")
-        if isinstance(txn, str):
+        txn = text(value(m, "transactional_id"))
+        if txn is not None:
             row.transactional_id = txn
         row.requests += 1
         if acks is not None:
@@ -550,8 +549,7 @@ class Producers:
     def _produce_answer(self, m: Message) -> None:
         req = m.peer
         batches = {(b.topic, b.partition): b for b in produce_batches(req)} if req is not None else {}
-        client = req.info.get("client_id") if req is not None else None
-        client = client if isinstance(client, str) else "?"
+        client = (text(req.info.get("client_id")) if req is not None else None) or "?"
         for topic, partition, error in produce_answers(m):
             b = batches.get((topic, partition))
             if b is None:
@@ -583,11 +581,11 @@ class Producers:
     def _txn(self, tid: Any, m: Message) -> Txn | None:
         if not isinstance(tid, str) or not tid:
             return None
-        t = get_or_make(self.txns, tid, lambda: Txn(first_ts=m.ts), MAX_TXNS)
+        t = get_or_make(self.txns, short_name(tid), lambda: Txn(first_ts=m.ts), MAX_TXNS)
         if t is not None:
             t.last_ts = max(t.last_ts, m.ts)
-            client = request_facts(m).get("client_id")
-            if isinstance(client, str):
+            client = text(request_facts(m).get("client_id"))
+            if client is not None:
                 t.client_id = client
         return t
 
@@ -595,7 +593,7 @@ class Producers:
         pid, epoch = integer(pid), integer(epoch)
         if pid is not None and pid >= 0:
             txn.producer_id = pid
-            put(self.txn_of, pid, tid, MAX_KEYS)
+            put(self.txn_of, pid, short_name(tid), MAX_KEYS)
         if epoch is not None and epoch >= 0:
             txn.epoch = epoch
 
@@ -623,8 +621,8 @@ class Producers:
         pid, epoch = number(m, "producer_id"), number(m, "producer_epoch")
         if pid is None or pid < 0 or epoch is None:
             return
-        client = req.info.get("client_id") if req is not None else None
-        self._producer_id(pid, epoch, client if isinstance(client, str) else None, m, "InitProducerId")
+        self._producer_id(pid, epoch, text(req.info.get("client_id")) if req is not None else None, m,
+                          "InitProducerId")
         if txn is not None and isinstance(tid, str):
             self._learn(txn, tid, pid, epoch)
             timeout = number(req, "transaction_timeout_ms")
