@@ -112,6 +112,7 @@ class TlsConnection:
         self.info = TlsInfo()
         self.diagnostics: list[Diagnostic] = []
         self._keys12: tuple[Protection, Protection] | None = None
+        self._missing: set[bytes] = set()  # the labels the key log did not have: not looked up again
 
     # -- the stream ---------------------------------------------------------------------------
 
@@ -183,7 +184,12 @@ class TlsConnection:
                     self.client = side
                     self.client_hello = hello
                     self.info.sni = hello.sni()
-                elif not hello.retry:
+                elif hello.retry:
+                    continue
+                elif self.server_hello is not None:  # each would run the key schedule again
+                    self._kill(s, "malformed", "a second ServerHello")
+                    return
+                else:
                     self._server_hello(hello)
         except BadHandshake as e:
             self._kill(s, "malformed", str(e))
@@ -223,8 +229,11 @@ class TlsConnection:
         if self.keylog is None:
             self._note("no_keylog", "no key log given")
             return None
+        if label in self._missing:  # once: each ChangeCipherSpec of a flood looked in the file again
+            return None
         secret = self.keylog.secret(label, ch.random)
         if secret is None:
+            self._missing.add(label)
             if self.keylog.error:
                 self._note("keylog_unreadable", f"{self.keylog.path}: {self.keylog.error}")
             else:
