@@ -309,7 +309,11 @@ class TlsConnection:
             return
         from kdissect.tls import crypto
 
-        for mtype, _body in messages:
+        for i, (mtype, _body) in enumerate(messages):
+            if i + 1 < len(messages) or s.ehs.buf:  # RFC 8446 5.1; else a record of 3,000 KeyUpdates
+                self._kill(s, "malformed", f"a {'Finished' if mtype == FINISHED else 'KeyUpdate'} "
+                                           "not at the end of its record")
+                return
             if mtype == FINISHED:
                 label = b"CLIENT_TRAFFIC_SECRET_0" if side == self.client else b"SERVER_TRAFFIC_SECRET_0"
                 secret = self._secret(label)

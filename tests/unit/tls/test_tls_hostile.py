@@ -245,3 +245,19 @@ def test_a_second_server_hello_ends_that_side(tmp_path: Path) -> None:
     conn.feed(1, [Data(_record(22, server_hello * 100), 2, 0.0)])
     assert conn.info.version == "TLS 1.3" and conn.sides[1].dead
     assert [d.key for d in conn.diagnostics] == ["tls.malformed"]
+
+
+def test_a_key_update_not_at_the_end_of_its_record_ends_that_side(sessions: list[object]) -> None:
+    """A record of 3,270 KeyUpdates (16 KB) derived as many keys, 0.04 s a record under keys a
+    hostile capture's own key log gives (2.4 s a MB): a key change must end its record (RFC 8446
+    section 5.1), so such a record ends the side as malformed, after no key change."""
+    s = sessions[0]
+    conn = TlsConnection(KeyLog(s.keylog))  # type: ignore[attr-defined]
+    for frame, (side, data) in enumerate(s.flows, 1):  # type: ignore[attr-defined]
+        conn.feed(side, [Data(data, frame, 0.0)])
+    client = conn.sides[0]
+    prot = client.prot
+    flood = _seal13(prot, client.seq, 22, b"\x18\x00\x00\x01\x00" * 3270)
+    assert conn.feed(0, [Data(flood, 99, 0.0)]) == []
+    assert client.dead and client.prot is prot
+    assert [d.key for d in conn.diagnostics] == ["tls.malformed"]
