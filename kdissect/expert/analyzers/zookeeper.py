@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from kdissect.analysis.stats import bounded
 from kdissect.expert.catalogue import MAX_EVIDENCE, Evidence, Finding, Kind
 from kdissect.expert.series import Clock
-from kdissect.expert.tree import host_of, integer, number, put
+from kdissect.expert.tree import host_of, integer, number, put, text
 from kdissect.model import Message, Severity
 
 RECONNECT_STORM = 10  # ConnectRequests from one client host, or for one session...
@@ -209,8 +209,8 @@ class ZooKeeper:
         self._event(m.ts, "expire", sid, conn.client)
 
     def _notification(self, m: Message) -> None:
-        path, event = m.info.get("path"), m.info.get("event")
-        if not isinstance(path, str) or not isinstance(event, str):
+        path, event = text(m.info.get("path")), m.info.get("event")  # a key: cut (short_name)
+        if path is None or not isinstance(event, str):
             return
         key = (prefix_of(path), event)
         burst = bounded(self.watches, key, (OTHER, OTHER), lambda: Burst(WATCH_STORM, WATCH_WINDOW_S), MAX_KEYS)
