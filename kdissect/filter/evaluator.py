@@ -142,22 +142,24 @@ def contains(val: Value) -> Test:
     return test
 
 
-# A regular expression's search of one value may take exponential time (`(a+)+$` against a
-# long run of a's and a mismatch, a 32 KB client id): on the main thread a timer stops it after
-# MATCH_TIME_S (re checks signals as it goes) and the value counts as not matching, and so do,
-# without a search, values at least as long as the shortest one stopped; after MAX_STOPPED
-# stops, every value. A one-line warning says so, once. Other threads (the tui's) search
-# without a timer.
+# A regular expression's search of one value may take exponential or quadratic time (`(a+)+$`,
+# even `a+b`, against a long run of a's, a 32 KB client id): on the main thread a timer stops it
+# after MATCH_TIME_S and MATCH_S_PER_CHAR a character of the value (a linear search takes
+# 1-50 ns a character; re checks signals as it goes) and the value counts as not matching, and so
+# do, without a search, values at least as long as the shortest one stopped; once MATCH_BUDGET_S
+# went on stopped searches, every value. A one-line warning says so, once. Other threads (the
+# tui's) search without a timer.
 MATCH_TIME_S = 0.05
-MAX_STOPPED = 20
+MATCH_S_PER_CHAR = 100e-9
+MATCH_BUDGET_S = 1.0
 
 
 class _Stopped(Exception):
-    """A search ran past MATCH_TIME_S."""
+    """A search ran past its time."""
 
 
 class _Clock:
-    """The timer of searches: SIGALRM's handler stops the one running, if any."""
+    """The timer of searches (in CPU time, SIGVTALRM): its handler stops the one running, if any."""
 
     searching = False
     installed = False
@@ -174,7 +176,7 @@ class _Clock:
         if threading.current_thread() is not threading.main_thread():
             return False
         if not cls.installed:
-            signal.signal(signal.SIGALRM, cls.stop)
+            signal.signal(signal.SIGVTALRM, cls.stop)
             cls.installed = True
         return True
 
@@ -187,28 +189,29 @@ def matches(val: Value, lit: Literal, expr: str) -> Test:
     except RecursionError:
         raise FilterError("bad regular expression (nested too deeply)", expr, lit.pos) from None
     search = rx.search
-    too_long = [sys.maxsize, 0]  # values this long are not searched; the searches stopped
+    too_long: list[float] = [sys.maxsize, 0.0]  # values this long are not searched; time lost to stops
 
     def found(s: str) -> bool:
         if len(s) >= too_long[0]:
             return False
         if not _Clock.ready():
             return search(s) is not None
+        limit = MATCH_TIME_S + len(s) * MATCH_S_PER_CHAR
         try:
             _Clock.searching = True
-            signal.setitimer(signal.ITIMER_REAL, MATCH_TIME_S)
+            signal.setitimer(signal.ITIMER_VIRTUAL, limit)
             try:
                 return search(s) is not None
             finally:
                 _Clock.searching = False
-                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.setitimer(signal.ITIMER_VIRTUAL, 0)
         except _Stopped:
-            too_long[1] += 1
-            too_long[0] = len(s) if too_long[1] < MAX_STOPPED else 0
-            if too_long[1] == 1:
+            if not too_long[1]:
                 sys.stderr.write(f"kdissect: warning: the regular expression {val.text!r} took more than "
-                                 f"{MATCH_TIME_S} s on a value of {len(s):,} characters: values as long count "
-                                 f"as not matching (after {MAX_STOPPED} such, every value)\n")
+                                 f"{limit:.2g} s on a value of {len(s):,} characters: values as long count as "
+                                 f"not matching (after {MATCH_BUDGET_S:g} s of such, every value)\n")
+            too_long[1] += limit
+            too_long[0] = len(s) if too_long[1] < MATCH_BUDGET_S else 0
             return False
 
     def test(v: Any, d: str | None) -> bool:

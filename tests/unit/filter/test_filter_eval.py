@@ -232,8 +232,9 @@ def test_a_chain_of_any_length_compiles_and_runs(n: int) -> None:
 
 def test_a_regular_expression_that_backtracks_without_end_gives_up(capsys: pytest.CaptureFixture[str]) -> None:
     """`(a+)+$` against a 32 KB client id of a's and a mismatch backtracked for ever (read -Y of
-    100 such requests, 3.2 MB, was stopped after 60 s; now 0.4 s): a search is stopped after
-    MATCH_TIME_S, the value counts as not matching, and so do values as long, unsearched."""
+    100 such requests, 3.2 MB, was stopped after 60 s; now 0.3 s): a search is stopped after
+    0.05 s and 0.1 µs a character, the value counts as not matching, and so do values as long,
+    unsearched."""
     import time
 
     def zk(path: str) -> Message:
@@ -246,4 +247,7 @@ def test_a_regular_expression_that_backtracks_without_end_gives_up(capsys: pytes
     assert [keep(zk("a" * n + "!")) for n in (40, 41, 5000)] == [False, False, False]
     assert time.monotonic() - start < 1
     assert keep(zk("/a")) and keep(zk("b" * 30 + "a"))  # shorter than the one stopped
+    # a linear search of a long value has time for each character (1-50 ns a character)
+    long = compile_filter('zookeeper.path matches "[0-9a-f]{8}-"')
+    assert long(zk("x" * 1_000_000 + "0123abcd-")) and not long(zk("x" * 1_000_000))
     assert capsys.readouterr().err.count("kdissect: warning: the regular expression '(a+)+$' took more") == 1
