@@ -116,3 +116,29 @@ def test_a_streams_final_counts_are_kept_packed(monkeypatch: pytest.MonkeyPatch)
         "bytes_to_server": 18, "bytes_to_client": 18, "messages": 2, "tls": None, "matched_messages": 2,
         "requests": 1, "responses": 1, "errors": 0, "expected": 0, "message_bytes": 36, "first_ts": 100.053,
         "duration_s": 0.001}
+
+
+def test_a_message_of_a_packed_stream_counts_in_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream packed once its counts were final is made a row again by a message that still
+    comes for it, and counts it."""
+    monkeypatch.setattr(conversations, "SETTLE_EVERY", 5)
+    table = ConversationTable()
+    table.settle_at = 5
+    pipe = Pipeline(observers=[table])
+    pipe.tcp = Tracker(pipe.tcp.upper, remembered=2)
+    messages = []
+    for i in range(30):
+        c = TcpConn(client=f"10.0.1.{1 + i}", cport=30000 + i)
+        for p in [*c.handshake(), c.segment(True, kafka_request(18, 0, 1)),
+                  c.segment(False, kafka_response(1, struct.pack(">hhhhh", 0, 1, 18, 0, 3))), c.fin(True),
+                  c.fin(False)]:
+            f = ethernet(p)
+            for m in pipe.feed(RawFrame(len(messages) + 1, 100.0 + i, 1, f, len(f))):
+                messages.append(m)
+                table.on_message(m, None)
+    assert 0 in table.final
+    table.on_message(messages[0], None)  # stream 0's request again
+    pipe.finish()
+    rows = table.rows(filtered=False)
+    assert [(r["stream"], r["matched_messages"], r["requests"]) for r in rows[:2]] == [(0, 3, 2), (1, 2, 1)]
+    assert rows[0]["packets"] == 7 and rows[0]["client"] == "10.0.1.1:30000"
