@@ -28,6 +28,9 @@ from kdissect.spark.units import Piece, Unit, share_filter
 
 BATCH_ROWS = 2048
 BATCH_BYTES = 64 * 1024 * 1024  # record keys and values a batch holds at most (past one row)
+# Records a batch holds at most (past one row): a message may carry 100,000 records of a few bytes
+# each, about a kilobyte apiece as Python rows, so a batch of 2,048 such messages would be GBs.
+BATCH_RECORDS = 65_536
 # A decoded message is hundreds of small objects, few of them in reference cycles: collecting
 # the youngest generation every 700 allocations (Python's default) costs a third of the time.
 GC_THRESHOLD = (200_000, 50, 1000)
@@ -123,8 +126,9 @@ def _fewer_collections() -> Iterator[None]:
 
 
 def batches(rows: Iterable[Row], cols: Columns) -> Iterator[Any]:
-    """Rows as Arrow record batches of the table's schema, of at most BATCH_ROWS rows and
-    BATCH_BYTES of record keys and values (a record's exact bytes may be megabytes)."""
+    """Rows as Arrow record batches of the table's schema, of at most BATCH_ROWS rows,
+    BATCH_BYTES of record keys and values (a record's exact bytes may be megabytes) and
+    BATCH_RECORDS records, past the row that reaches a bound."""
     with _fewer_collections():
         yield from _batches(rows, cols)
 
@@ -143,13 +147,14 @@ def _batches(rows: Iterable[Row], cols: Columns) -> Iterator[Any]:
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     chunk: list[Row] = []
-    held = 0
+    held = records = 0
     for row in rows:
         chunk.append(row)
         held += payload_bytes(row)
-        if len(chunk) >= BATCH_ROWS or held >= BATCH_BYTES:
+        records += len(row.get("_records") or ())
+        if len(chunk) >= BATCH_ROWS or held >= BATCH_BYTES or records >= BATCH_RECORDS:
             yield batch(chunk)
-            chunk, held = [], 0
+            chunk, held, records = [], 0, 0
     if chunk:
         yield batch(chunk)
 

@@ -286,3 +286,24 @@ def test_the_data_sources_integer_options_are_checked(name: str, value: str) -> 
     with pytest.raises(UsageError, match=f"option {name} takes an integer from"):
         config({name: value})
     assert config({"max_decompressed": "2048", "max_bytes": "0"}).max_decompressed == 2048
+
+
+def test_a_batch_holds_a_bounded_number_of_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch ends at the row whose records reach BATCH_RECORDS: a message may carry 100,000
+    records of a few bytes (8 MB of Pulsar batch entries of 4 bytes took 2.3 GB in one batch of
+    40 rows); the rows and their records are the same."""
+    pytest.importorskip("pyarrow")
+    from kdissect.spark import worker
+    from kdissect.spark.rows import combined_row
+
+    monkeypatch.setattr(worker, "BATCH_RECORDS", 4)
+    path = CAPTURES / "kafka" / "mock_ck_transactions.pcap"
+    msgs = list(dissect_file(str(path), DissectorRegistry(decode_as=sidecar_decode_as(path, "kafka"))))
+    rows_ = [combined_row(m) for m in msgs]
+    counts = [len(r["_records"]) for r in rows_]
+    assert sum(counts) > 12 and max(counts) <= 4
+    got = list(worker.batches(iter(rows_), combined_columns()))
+    assert sum(b.num_rows for b in got) == len(rows_)
+    held = [sum(len(x) for x in b.column("_records").to_pylist()) for b in got]
+    assert len(got) > 3 and all(n < 4 + max(counts) for n in held)  # the row reaching 4 ends its batch
+    assert sum(held) == sum(counts)
