@@ -199,7 +199,7 @@ def _decompressed(raw: bytes, start: int, meta: Field, codec: str, ctx: WalkCont
         return None
     if len(body) != size:
         ctx.budget.spend(len(body), False)
-        ctx.note("decompress", f"{name}: {len(body)} bytes decompressed, metadata says {size}", start)
+        ctx.note("decompress", f"{name}: {plural(len(body), 'byte')} decompressed, metadata says {size}", start)
         return None
     ctx.budget.spend(len(body), True)
     return body
@@ -211,7 +211,7 @@ def _problem(e: CodecError, name: str, size: int, cap: int) -> str:
         return str(e)
     if e.declared is not None and e.declared > cap:
         return f"{name}: declared size {e.declared} exceeds the cap of {cap} bytes"
-    return f"{name}: {size + 1 if e.declared is None else e.declared} bytes decompressed, metadata says {size}"
+    return f"{name}: {plural(size + 1 if e.declared is None else e.declared, 'byte')} decompressed, metadata says {size}"
 
 
 def _batch(buf: bytes, pos: int, end: int, count: int, at: int, length: int, rebase: bool,

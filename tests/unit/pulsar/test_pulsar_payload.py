@@ -122,10 +122,12 @@ def test_decompress_messages() -> None:
     long = run(payload_frame(SEND, SEND_BODY, _meta((8, 2), (9, 20)), body))
     bogus = b"\xff\xff\xff\xff\x0f" + b"\x00" * 10  # snappy, claims 4 GB
     huge = run(payload_frame(SEND, SEND_BODY, _meta((8, 4), (9, 10)), bogus), opts=Options(max_decompressed=1000))
-    assert [[d.message for d in m.diagnostics if d.key == "pulsar.decompress"] for m in (short, long, huge)] == [
+    one = run(payload_frame(SEND, SEND_BODY, _meta((8, 2), (9, 2)), zlib.compress(b"a")))
+    assert [[d.message for d in m.diagnostics if d.key == "pulsar.decompress"] for m in (short, long, huge, one)] == [
         ["zlib: 30 bytes decompressed, metadata says 31"],
         ["zlib: 21 bytes decompressed, metadata says 20"],
         ["snappy: declared size 4294967295 exceeds the cap of 1000 bytes"],
+        ["zlib: 1 byte decompressed, metadata says 2"],
     ]
 
 
