@@ -310,26 +310,32 @@ class LengthPrefixedFramer:
         while True:
             if not self.synced and not self._resync():
                 return out
-            buf = self.buf
-            if len(buf) < 4:
+            # The whole messages at the front are read in place, and cut off all at once.
+            buf, base = self.buf, self.base
+            size, at, n = len(buf), 0, -1
+            while at + 4 <= size:
+                n = _be32(buf, at)[0]
+                if (n > self.max_frame or n == 0 and not self.empty_ok
+                        or 0 < n < self.min_frame and not (self.short_ok is not None and self.short_ok())):
+                    # An empty message is well formed where `empty` says so (Kafka's empty SASL
+                    # token), one a segment; min_frame only keeps resynchronisation from
+                    # accepting short lengths inside other data.
+                    break
+                end = at + 4 + n
+                if end > size:
+                    n = -1
+                    break
+                if n == 0:
+                    self.empty_ok = False
+                frames, ts0, ts1 = self.index.span(base + at, base + end)
+                out.append(Pdu(bytes(buf[at:end]), frames, ts0, ts1, self.to_server, self.pending_diags))
+                self.pending_diags = []
+                at, n = end, -1
+            if at:
+                self._discard(at)
+            if n < 0:
                 return out
-            n = int.from_bytes(buf[0:4], "big")
-            if (n > self.max_frame or n == 0 and not self.empty_ok
-                    or 0 < n < self.min_frame and not (self.short_ok is not None and self.short_ok())):
-                # An empty message is well formed where `empty` says so (Kafka's empty SASL
-                # token), one a segment; min_frame only keeps resynchronisation from accepting
-                # short lengths inside other data.
-                self._bad_length(n)
-                continue
-            total = 4 + n
-            if len(buf) < total:
-                return out
-            if n == 0:
-                self.empty_ok = False
-            frames, ts0, ts1 = self.index.span(self.base, self.base + total)
-            out.append(Pdu(bytes(buf[:total]), frames, ts0, ts1, self.to_server, self.pending_diags))
-            self.pending_diags = []
-            self._discard(total)
+            self._bad_length(n)
 
     def _bad_length(self, n: int) -> None:
         self.pending_diags.append(TRANSPORT(
