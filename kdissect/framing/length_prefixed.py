@@ -142,6 +142,13 @@ class ChunkIndex:
             i += 1
         return frames, ts0, ts1
 
+    def chunk(self, offset: int) -> tuple[int, int, float]:
+        """End, frame and ts of the chunk holding the byte at offset (an end of -1 if none)."""
+        i = bisect_right(self._ends, offset, self._first)
+        if i >= len(self._ends):
+            return -1, 0, 0.0
+        return self._ends[i], self._frames[i], self._ts[i]
+
     def drop_before(self, offset: int) -> None:
         ends = self._ends
         first = self._first = bisect_right(ends, offset, self._first)
@@ -301,12 +308,17 @@ class LengthPrefixedFramer:
         self.base += n
         self.index.drop_before(self.base)
 
-    def _drain(self) -> list[Pdu]:
-        out: list[Pdu] = []
+    def _past_skip(self) -> bool:
+        """Discards the bytes below skip_to; whether the buffer now starts at or past it."""
         if self.skip_to > self.base:
             self._discard(min(self.skip_to - self.base, len(self.buf)))
-            if self.skip_to > self.base:
-                return out
+        return self.skip_to <= self.base
+
+    def _drain(self) -> list[Pdu]:
+        out: list[Pdu] = []
+        if not self._past_skip():
+            return out
+        chunk_end, frame, ts = -1, 0, 0.0  # the chunk of the last message read (ChunkIndex.chunk)
         while True:
             if not self.synced and not self._resync():
                 return out
@@ -327,7 +339,14 @@ class LengthPrefixedFramer:
                     break
                 if n == 0:
                     self.empty_ok = False
-                frames, ts0, ts1 = self.index.span(base + at, base + end)
+                # A message inside the chunk of the one before it (a segment of tiny messages)
+                # is placed without a search.
+                if base + at >= chunk_end:
+                    chunk_end, frame, ts = self.index.chunk(base + at)
+                if base + end <= chunk_end:
+                    frames, ts0, ts1 = [frame], ts, ts
+                else:
+                    frames, ts0, ts1 = self.index.span(base + at, base + end)
                 out.append(Pdu(bytes(buf[at:end]), frames, ts0, ts1, self.to_server, self.pending_diags))
                 self.pending_diags = []
                 at, n = end, -1
