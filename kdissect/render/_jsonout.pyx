@@ -19,7 +19,7 @@ from cpython.unicode cimport (
     PyUnicode_New,
     PyUnicode_READ,
 )
-from libc.string cimport memchr, memcpy
+from libc.string cimport memchr, memcmp, memcpy
 
 from kdissect import accel
 from kdissect._model cimport (
@@ -608,9 +608,9 @@ cdef bint _ascii_text(const unsigned char* data, Py_ssize_t n) noexcept:
     return True
 
 
-# The members message_dict starts with: (what precedes the value, the Message attribute).
-cdef tuple _HEAD = tuple((f'{"{" if i == 0 else ","}"{name}":'.encode(), name) for i, name in enumerate(
-    ("number", "frame", "frames", "ts", "stream", "src", "dst", "protocol", "kind", "summary")))
+# The last float time written and its text (_Writer.time).
+cdef double _last_ts = 0.0
+cdef bytes _last_ts_text = None
 
 
 cdef class _Writer:
@@ -1049,20 +1049,50 @@ cdef class _Writer:
                 return self.value(_row_dict(row, self.mb))
         return self.byte(125)
 
+    cdef int time(self, object ts) except -1:
+        """round(ts, 9) written. The messages of one segment share their time: the text of the
+        last float written is kept and written again for the same double."""
+        global _last_ts, _last_ts_text
+        cdef double d
+        cdef Py_ssize_t start
+        if type(ts) is not float:
+            return self.value(round(ts, 9))
+        d = <double>ts
+        if _last_ts_text is not None and memcmp(&d, &_last_ts, sizeof(double)) == 0:
+            return self.put(PyBytes_AS_STRING(_last_ts_text), PyBytes_GET_SIZE(_last_ts_text))
+        start = self.n
+        if fabs(d) >= 16777216.0:
+            # From 2**24 on a double's spacing is over 2e-9: rounding to 9 decimals gives the
+            # same double back (and the same text), as every capture's times do.
+            self.real(d)
+        else:
+            self.value(round(ts, 9))
+        _last_ts = d
+        _last_ts_text = PyBytes_FromStringAndSize(self.buf + start, self.n - start)
+        return 0
+
     cdef int message(self, object m) except -1:
         """message_dict(m) written (m an exact Message)."""
-        cdef bytes key
-        for key, name in _HEAD:
-            self.put(key, len(key))
-            if name == "ts":
-                ts = m.ts
-                if type(ts) is not float or not fabs(<double>ts) >= 16777216.0:
-                    # From 2**24 on a double's spacing is over 2e-9: rounding to 9 decimals
-                    # gives the same double back (and the same text), as every capture's times do.
-                    ts = round(ts, 9)
-                self.value(ts)
-            else:
-                self.value(getattr(m, name))
+        self.put(b'{"number":', 10)
+        self.value(m.number)
+        self.put(b',"frame":', 9)
+        self.value(m.frame)
+        self.put(b',"frames":', 10)
+        self.value(m.frames)
+        self.put(b',"ts":', 6)
+        self.time(m.ts)
+        self.put(b',"stream":', 10)
+        self.value(m.stream)
+        self.put(b',"src":', 7)
+        self.value(m.src)
+        self.put(b',"dst":', 7)
+        self.value(m.dst)
+        self.put(b',"protocol":', 12)
+        self.value(m.protocol)
+        self.put(b',"kind":', 8)
+        self.value(m.kind)
+        self.put(b',"summary":', 11)
+        self.value(m.summary)
         self.put(b',"length":', 10)
         self.value(len(m.data))
         self.put(b',"info":', 8)
