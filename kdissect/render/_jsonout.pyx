@@ -533,8 +533,9 @@ from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.math cimport fabs, isfinite
 from libc.string cimport strlen
 
-cdef object _Message = None  # kdissect.model's Message and Match, on first use
+cdef object _Message = None  # kdissect.model's Message, Match and Diagnostic, on first use
 cdef object _Match = None
+cdef object _Diagnostic = None
 
 
 cdef enum:
@@ -875,6 +876,46 @@ cdef class _Writer:
             raise _Unhandled()
         return self.mapping(<dict>info, True)
 
+    cdef int diagnostics(self, object diagnostics) except -1:
+        """[d.to_json() for d in diagnostics] written."""
+        cdef bint first = True
+        if type(diagnostics) is not list:
+            return self.value([d.to_json() for d in diagnostics])
+        self.deeper()
+        self.byte(91)  # [
+        for d in <list>diagnostics:
+            if not first:
+                self.byte(44)
+            first = False
+            if type(d) is _Diagnostic:
+                self.diagnostic(d)
+            else:
+                self.value(d.to_json())
+        self.depth -= 1
+        return self.byte(93)
+
+    cdef int diagnostic(self, object d) except -1:
+        """Diagnostic.to_json(d) written, its keys as constants."""
+        severity = d.severity._value_
+        group = d.group._value_
+        key = d.key
+        message = d.message
+        offset = d.offset
+        self.deeper()
+        self.put(b'{"severity":', 12)
+        self.value(severity)
+        self.put(b',"group":', 9)
+        self.value(group)
+        self.put(b',"key":', 7)
+        self.value(key)
+        self.put(b',"message":', 11)
+        self.value(message)
+        if offset >= 0:
+            self.put(b',"offset":', 10)
+            self.value(offset)
+        self.depth -= 1
+        return self.byte(125)
+
     cdef int match(self, object match) except -1:
         """`match.to_json() if match else None` written."""
         if match is None:
@@ -1100,7 +1141,7 @@ cdef class _Writer:
         self.put(b',"fields":', 10)
         self.fields(m.fields)
         self.put(b',"diagnostics":', 15)
-        self.value([d.to_json() for d in m.diagnostics])
+        self.diagnostics(m.diagnostics)
         self.put(b',"match":', 9)
         self.match(m.match)
         tls = m.tls
@@ -1113,12 +1154,12 @@ cdef class _Writer:
 def message_json(m, max_bytes=256):
     """dumps_bytes(message_dict(m, max_bytes)), written straight from the tree when the writer
     handles everything in it."""
-    global _Message, _Match
+    global _Message, _Match, _Diagnostic
     cdef Py_ssize_t mb = _limit(max_bytes)
     cdef _Writer w
     if _Message is None:
-        from kdissect.model import Match as _match, Message as _message
-        _Message, _Match = _message, _match
+        from kdissect.model import Diagnostic as _diagnostic, Match as _match, Message as _message
+        _Message, _Match, _Diagnostic = _message, _match, _diagnostic
     if mb >= 0 and type(m) is _Message:
         w = _Writer(mb)
         try:

@@ -337,6 +337,41 @@ def test_generated_trees_give_the_same_values(fields: list[Field]) -> None:
                 assert_same("row_dict", f, mb)
 
 
+class _OwnDiagnostic:
+    """Not a Diagnostic: written through its own to_json."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": "x.y", "message": "own \u00e9\n"}
+
+
+class _BrokenDiagnostic:
+    def to_json(self) -> dict[str, Any]:
+        raise KeyError("broken")
+
+
+@needs_twin
+@pytest.mark.parametrize("diagnostics", [
+    [],
+    [Diagnostic(Severity.ERROR, Group.MALFORMED, "kafka.truncated", "int16 past the end", 12)],
+    [Diagnostic(Severity.NOTE, Group.COMMENT, "a.b", 'quote " and \\ and \x01 and \u00e9', -1),
+     Diagnostic(Severity.CHAT, Group.SEQUENCE, "tcp.gap", "", 0)],
+    [Diagnostic("error", Group.MALFORMED, "k", "m", 1)],  # (no _value_: both raise)
+    [Diagnostic(Severity.ERROR, Group.MALFORMED, "k", "m", None)],  # (None >= 0: both raise)
+    [Diagnostic(Severity.ERROR, Group.MALFORMED, "k", "m", 2**70)],
+    [Diagnostic(Severity.ERROR, Group.MALFORMED, "k", "m", 3), _OwnDiagnostic()],
+    [_BrokenDiagnostic()],
+    (Diagnostic(Severity.WARNING, Group.PROTOCOL, "k", "in a tuple", 4),),
+])
+def test_diagnostics_are_written_as_their_dicts(diagnostics: Any) -> None:
+    # The compiled writer writes a Diagnostic's members itself, with constant keys; anything
+    # else goes through to_json, and whatever raises there raises the same.
+    m = Message(Pdu(b"\x00" * 7, [3, 4], 1.5, 1.5, True), 2, "10.0.0.1:1", "10.0.0.2:9092", "kafka")
+    m.diagnostics = diagnostics
+    for mb in (0, 256):
+        assert_same("message_json", m, mb)
+    assert same(outcome(_twin.message_json, m), pure_outcome("message_json", m))
+
+
 @needs_twin
 @SLOW
 @given(forests, st.dictionaries(st.text(max_size=5), scalars, max_size=4), st.floats(allow_nan=False))
