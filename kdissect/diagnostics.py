@@ -88,8 +88,9 @@ class Catalogue:
 
     def __call__(self, name: str, message: str, offset: int = -1) -> Diagnostic:
         """The diagnostic `name` (declared in this catalogue) with its message text and offset.
-        Diagnostics are immutable: one with a short text is built once and given again while it
-        is among the last BUILT_KEPT built (a run of malformed messages repeats the same few)."""
+        Diagnostics are immutable: one with a short text is built once and given again until
+        BUILT_KEPT are kept, when all are forgotten (a run of malformed messages repeats the same
+        few)."""
         key = (name, message, offset)
         d = self._built.get(key)
         if d is None:

@@ -197,8 +197,8 @@ class Conversation(Generic[T]):
 
     def _release(self) -> None:
         """Its reassemblers will not be fed again: what they keep no longer counts."""
-        for r in self.reasm:
-            if r is not _ENDED[0] and r is not _ENDED[1]:
+        if self.reasm is not _ENDED:
+            for r in self.reasm:
                 r.release()
 
     def _drop_heads(self) -> None:

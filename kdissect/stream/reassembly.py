@@ -196,6 +196,7 @@ class Reassembler:
             out.extend(self.flush())
         self.history.clear()
         self._count()
+
     def _advance(self, n: int) -> None:
         assert self.next_seq is not None
         self.next_seq = (self.next_seq + n) & MASK

@@ -351,6 +351,12 @@ def _causes(causes: Counter[str]) -> str:
     return ", ".join(f"{name} x{n}" for name, n in causes.most_common())
 
 
+def _client(m: Message) -> str:
+    """The client id a request names (cut as the tables keep it; "" stays ""), else "?"."""
+    client = text(m.info.get("client_id"))
+    return "?" if client is None else client
+
+
 class Producers:
     KINDS: ClassVar[tuple[Kind, ...]] = (
         SEQUENCE_GAP, DUPLICATE, RETRY, SEQUENCE_ERROR, EPOCH_BUMP, TXN_ABORTED, TXN_OPEN, TXN_ERROR,
@@ -412,7 +418,7 @@ class Producers:
         return row
 
     def _produce(self, m: Message) -> None:
-        client = text(m.info.get("client_id")) or "?"
+        client = _client(m)
         acks = integer(m.info.get("acks"))
         batches = list(produce_batches(m))
         pid = next((b.producer_id for b in batches if b.producer_id >= 0), -1)
@@ -549,7 +555,7 @@ class Producers:
     def _produce_answer(self, m: Message) -> None:
         req = m.peer
         batches = {(b.topic, b.partition): b for b in produce_batches(req)} if req is not None else {}
-        client = (text(req.info.get("client_id")) if req is not None else None) or "?"
+        client = _client(req) if req is not None else "?"
         for topic, partition, error in produce_answers(m):
             b = batches.get((topic, partition))
             if b is None:

@@ -327,6 +327,15 @@ def test_an_aborted_transaction_confirmed_by_its_marker() -> None:
     assert (chat.values["aborted"], chat.values["abort_markers"], chat.values["commit_markers"]) == (1, 1, 0)
 
 
+def test_an_empty_client_id_is_kept_as_it_is() -> None:
+    """An empty client id is a client id (librdkafka allows it): its producer row says "", and
+    "?" only stands for a request that names none."""
+    w = Wire()
+    for _ in range(mod.SMALL_BATCH_MIN):
+        w.produce(batch(records=1, wire=30), acks=-1, client="")
+    assert only(analyse(w.messages), "kafka.producer.small_batches").values["client_id"] == ""
+
+
 def test_small_batches() -> None:
     w = Wire()
     for _ in range(mod.SMALL_BATCH_MIN):
