@@ -60,82 +60,6 @@ def _emitter(fmt: str, verbose: bool, hexdump: bool, no_color: bool, max_bytes: 
     return renderer.render
 
 
-class _Session:
-    """One capture: packets in, messages out, the counts for the closing line."""
-
-    def __init__(self, emit: Callable[[Message], None], count: int | None, writer: Any,
-                 keep: Callable[[Message], bool] | None = None, clock: TimeColumn | None = None) -> None:
-        self.emit = emit
-        self.clock = clock if clock is not None and clock.needs_every_message else None  # -t d
-        self.count = count
-        self.writer = writer
-        self.keep = keep  # the -Y display filter
-        self.packets = 0
-        self.messages = 0  # decoded
-        self.shown = 0  # passed the display filter and printed
-        self.overflow = 0
-
-    @property
-    def done(self) -> bool:
-        return self.count is not None and self.shown >= self.count
-
-    def output(self, messages: list[Message]) -> None:
-        for m in messages:
-            if self.done:
-                return
-            self.messages += 1
-            if self.clock is not None:
-                self.clock.seen(m)
-            if self.keep is None or self.keep(m):
-                self.emit(m)
-                self.shown += 1
-
-    def summary(self, dropped: int, write_path: str | None) -> str:
-        parts = [f"{self.packets} packets", f"{self.messages} messages"]
-        if self.keep is not None:
-            parts.append(f"{self.shown} shown")
-        parts.append(f"{dropped} dropped by the kernel")
-        if self.overflow:
-            parts.append(f"{self.overflow} dropped (decoder backlog full)")
-        if self.writer is not None:
-            parts.append(f"{self.writer.packets} written to {self.writer.describe()}")
-        return "kdissect: " + ", ".join(parts)
-
-    def run(self, cap: Any, pipe: Any, stop: _StopFlag, deadline: float | None) -> None:
-        from kdissect.capture.live import Drainer
-
-        def stopping() -> bool:
-            return stop.count > 0 or (deadline is not None and time.monotonic() >= deadline)
-
-        drainer = Drainer(cap, stopping)
-        try:
-            self._loop(drainer, pipe, stop)
-        finally:
-            drainer.close()
-            self.overflow = drainer.overflow
-        if not self.done and stop.count < 2:
-            self.output(pipe.finish())
-
-    def _loop(self, drainer: Any, pipe: Any, stop: _StopFlag) -> None:
-        writer = self.writer
-        for batch in drainer.batches():
-            for pkt in batch:
-                self.packets += 1
-                if writer is not None:
-                    writer.write(pkt.frame.data, pkt.frame.wirelen, pkt.ts_ns)
-                self.output(pipe.feed(pkt.frame))
-                if self.done:
-                    return
-            if batch:
-                sys.stdout.flush()
-                if writer is not None:
-                    writer.flush()
-            if writer is not None:
-                writer.tick()
-            if stop.count > 1:  # a second Ctrl-C: stop draining what the kernel captured
-                return
-
-
 def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
     """A number of seconds that ends: nan and inf pass FloatRange (nan compares false with its
     bounds) and would never stop the capture."""
@@ -179,6 +103,7 @@ def sniff(interface: str, bpf_filter: str, count: int | None, duration: float | 
     from kdissect.capture.live import default_backend, open_live
     from kdissect.capture.ring import parse_ring
     from kdissect.pipeline import Pipeline
+    from kdissect.pipeline.live import LiveSession
 
     spec = parse_ring(ring)
     if spec is not None and not write_path:
@@ -190,7 +115,7 @@ def sniff(interface: str, bpf_filter: str, count: int | None, duration: float | 
     cap = open_live(backend or default_backend(), interface, bpf_filter, buffer_size)
     with cap, _StopFlag() as stop:
         writer = _writer(write_path, pcap_format, spec, cap.linktype, interface, bpf_filter)
-        session = _Session(emit, count, writer, current_filter(), clock)
+        session = LiveSession(emit, count, writer, current_filter(), clock)
         shown = f", filter {bpf_filter!r}" if bpf_filter else ""
         click.echo(f"kdissect: capturing on {interface}{shown} (link type {cap.linktype}); "
                    "Ctrl-C to stop", err=True)

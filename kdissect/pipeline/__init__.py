@@ -8,7 +8,8 @@
 - `decoding`: Decoding, what a conversation carries once its protocol is known (dissector,
   state, framers);
 - `output`: ordered output (hold rules) and the held-bytes budget;
-- `counters`: what a run saw, for the summary of what was not decoded.
+- `counters`: what a run saw, for the summary of what was not decoded;
+- `live`: a live capture's loop (sniff and the TUI), imported where it runs.
 """
 
 from kdissect.pipeline.core import Pipeline, dissect_file

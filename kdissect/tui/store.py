@@ -29,7 +29,7 @@ from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from kdissect.analysis.report import to_json
 from kdissect.analysis.sketch import QuantileSketch
@@ -65,8 +65,8 @@ class FilterProblem:
 
 
 class _LiveStop:
-    """The stop flag sniff's capture loop reads: 1 stops capturing, the kernel's backlog is
-    still decoded; 2 stops at once."""
+    """The stop flag the live capture loop reads (pipeline.live.Stop): 1 stops capturing, the
+    kernel's backlog is still decoded; 2 stops at once."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -168,17 +168,17 @@ class Store:
             self._finish()
 
     def _run_live(self) -> None:
-        from kdissect.commands.sniff import _Session
         from kdissect.pipeline import Pipeline
+        from kdissect.pipeline.live import LiveSession
 
         live = self._live
         assert live is not None
         pipe = Pipeline(self.registry, self.opts, hold=False, capture=f"live:{live.interface}",
                         counters=self.counters)
-        session = _Session(self._add, None, None)
+        session = LiveSession(self._add, None, None)
         try:
             with live.capture:
-                session.run(live.capture, pipe, cast(Any, self._live_stop), None)
+                session.run(live.capture, pipe, self._live_stop, None)
             self.progress.error = getattr(live.capture, "error", None) or None
         except Exception as e:
             self.progress.error = failure(e)
@@ -238,6 +238,24 @@ class Store:
     def keeps_all(self) -> bool:
         """Whether every message is held (a small capture): no call ever decodes again."""
         return self._keeps_all
+
+    @property
+    def is_live(self) -> bool:
+        return self._live is not None
+
+    def kept(self, i: int) -> Message | None:
+        """Message i if it is held."""
+        return self._kept.get(i)
+
+    def follow(self, view: View) -> list[tuple[int, Message]]:
+        """The messages held now, in order; from then on each new one is offered to the view
+        until `unfollow`."""
+        with self._lock:
+            self._views.add(view)
+            return sorted(self._kept.items())
+
+    def unfollow(self, view: View) -> None:
+        self._views.discard(view)
 
     @property
     def first_ts(self) -> float | None:

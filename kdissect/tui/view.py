@@ -1,5 +1,6 @@
-"""View: the messages of a display filter over a Store, by store index, filled in the
-background; and Progress, how far a store or a view has got."""
+"""View: the messages of a display filter over a store (tui.store.Store, seen here through
+`Source`), by store index, filled in the background; and Progress, how far a store or a view
+has got."""
 
 from __future__ import annotations
 
@@ -8,15 +9,14 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kdissect.analysis.stats import Stats
+from kdissect.dissect.base import Options
 from kdissect.errors import UsageError
 from kdissect.model import Message
 from kdissect.pipeline import dissect_file
-
-if TYPE_CHECKING:
-    from kdissect.tui.store import Store
+from kdissect.pipeline.detect import DissectorRegistry
 
 JOIN_S = 5.0  # how long stop() waits for a thread
 
@@ -28,6 +28,37 @@ class Progress:
     messages: int = 0
     done: bool = False
     error: str | None = None  # why decoding stopped early, in one line
+
+
+class Source(Protocol):
+    """What a View reads of its store: the decoding's progress and settings, the messages
+    counted so far (`len`) and held (`kept`), and, for a live capture (`is_live`), each new
+    message as it comes (`follow`)."""
+
+    progress: Progress
+    captures: tuple[str, ...]
+    registry: DissectorRegistry
+    opts: Options
+
+    def __len__(self) -> int: ...
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def keeps_all(self) -> bool: ...
+
+    @property
+    def is_live(self) -> bool: ...
+
+    def kept(self, i: int) -> Message | None:
+        """Message i if the store holds it."""
+
+    def follow(self, view: View) -> list[tuple[int, Message]]:
+        """The messages held now, in order; from then on each new one is offered to the view
+        (`View.offer`) until `unfollow`."""
+
+    def unfollow(self, view: View) -> None: ...
 
 
 def failure(e: BaseException) -> str:
@@ -48,7 +79,7 @@ class View:
     when the filter needs the capture decoded again (`progress`). A View of no filter (expr
     None) is every message."""
 
-    def __init__(self, store: Store, expr: str | None, pred: Callable[[Message], bool] | None) -> None:
+    def __init__(self, store: Source, expr: str | None, pred: Callable[[Message], bool] | None) -> None:
         self.store = store
         self.expr = expr
         self._pred = pred
@@ -64,7 +95,7 @@ class View:
         return self.store.progress if self.expr is None else self._own_progress
 
     def __len__(self) -> int:
-        n = self.store.cols.count
+        n = len(self.store)
         if self.expr is None:
             return n
         return bisect_left(self._matches, n)
@@ -78,7 +109,7 @@ class View:
     def position(self, index: int) -> int | None:
         """The view position of a store index, if it passes."""
         if self.expr is None:
-            return index if 0 <= index < self.store.cols.count else None
+            return index if 0 <= index < len(self.store) else None
         pos = bisect_left(self._matches, index)
         return pos if pos < len(self) and self._matches[pos] == index else None
 
@@ -93,7 +124,7 @@ class View:
     def stop(self) -> None:
         """End the background filling (the rows found so far stay)."""
         self._stopping.set()
-        self.store._views.discard(self)
+        self.store.unfollow(self)
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(JOIN_S)
 
@@ -106,7 +137,7 @@ class View:
 
     def begin(self) -> None:
         store = self.store
-        if store._live is not None:
+        if store.is_live:
             self._begin_live()
             return
         target = self._from_kept if store.done and store.keeps_all else self._from_capture
@@ -116,10 +147,7 @@ class View:
     def _begin_live(self) -> None:
         """Over the messages held now, then each new one as the store adds it."""
         store = self.store
-        with store._lock:
-            held = sorted(store._kept.items())
-            store._views.add(self)
-        for i, m in held:
+        for i, m in store.follow(self):
             self._take(i, m)
         self._own_progress.messages = len(self._matches)
         if store.done:
@@ -144,7 +172,7 @@ class View:
             for i in range(len(store)):
                 if self._stopping.is_set():
                     return
-                m = store._kept.get(i)
+                m = store.kept(i)
                 if m is not None:
                     self._take(i, m)
                 self._own_progress.messages = len(self._matches)

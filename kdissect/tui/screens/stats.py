@@ -24,7 +24,7 @@ TOP = 20  # rows per table, as `kdissect stats`' default --top
 def stats_text(data: dict[str, Any], sketches: dict[str, QuantileSketch], title: str, width: int,
                histogram_only: bool) -> Text:
     """What `kdissect stats` prints (or its histograms alone), as styled text `width` wide."""
-    from kdissect.commands.stats import StatsView
+    from kdissect.analysis.statstext import StatsView
 
     out = io.StringIO()
     console = Console(file=out, width=width, force_terminal=True, color_system="standard", highlight=False)

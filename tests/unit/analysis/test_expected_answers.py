@@ -21,8 +21,8 @@ from support import CAPTURES, capture_args
 from kdissect.analysis.expected import EXPECTED_ERRORS, LONG_POLLS, ErrorClassifier
 from kdissect.analysis.report import to_json
 from kdissect.analysis.stats import Stats
+from kdissect.analysis.statstext import StatsView
 from kdissect.cli import cli
-from kdissect.commands.stats import StatsView
 from kdissect.model import ARRAY, Field, Message, Pdu
 from kdissect.render.fitted import Col, choose
 
