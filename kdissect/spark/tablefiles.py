@@ -74,6 +74,10 @@ class TableFiles:
 
         keys = [rows.column(name) for name in PARTITION_COLUMNS]
         data = rows.select([n for n in rows.schema.names if n not in PARTITION_COLUMNS])
+        single = [k.unique() for k in keys]
+        if all(len(u) == 1 for u in single):  # one partition (the common case): no masks
+            self._writer(table, tuple(u[0].as_py() for u in single), data.schema).write_batch(data)
+            return
         for values in sorted(set(zip(*(k.to_pylist() for k in keys), strict=True)), key=repr):
             mask = None
             for key, value in zip(keys, values, strict=True):

@@ -22,6 +22,7 @@ from kdissect.spark.schema import LAYERS as TABLES  # noqa: E402
 from kdissect.spark.schema import PARTITION_COLUMNS, combined_columns, layer_columns  # noqa: E402
 from kdissect.spark.sqltypes import arrow_schema  # noqa: E402
 from kdissect.spark.tablefiles import TableFiles  # noqa: E402
+from kdissect.spark.values import utc_date  # noqa: E402
 from kdissect.spark.worker import batches  # noqa: E402
 
 INPUTS = [CAPTURES / "kafka" / "mock_ck_transactions.pcap", CAPTURES / "kafka" / "expert_healthy.pcap",
@@ -94,3 +95,23 @@ def test_a_task_run_again_writes_over_its_first_attempt(tmp_path: Path) -> None:
         again.add(b)
     again.close()
     assert len(read_back(tmp_path, "messages")) == len(msgs)
+
+
+def test_batches_of_one_partition_each_give_the_same_tables(tmp_path: Path) -> None:
+    """Batches whose rows share one protocol and date are written without masks; together they
+    hold what the mixed batches hold."""
+    msgs = _messages()
+    want = expected(msgs)
+    files = TableFiles(str(tmp_path), "unit-00000")
+    by_partition: dict[tuple[str, Any], list[Any]] = {}
+    for m in msgs:
+        by_partition.setdefault((m.protocol, utc_date(m.ts)), []).append(m)
+    assert len(by_partition) > 1
+    for group in by_partition.values():
+        for b in batches((rows.combined_row(m) for m in group), combined_columns()):
+            assert len(b.column("protocol").unique()) == len(b.column("date").unique()) == 1
+            files.add(b)
+    files.close()
+    for table in TABLES:
+        assert sorted(_canon(r, table) for r in read_back(tmp_path, table)) == \
+            sorted(_canon(r, table) for r in want[table]), table
