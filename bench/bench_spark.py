@@ -6,9 +6,10 @@ A capture set of at least --size-mb is generated under --dir (not part of the pr
 IPv4 conversations of real captures (../shared/captures, else captures/) replayed many times,
 each copy with its own addresses (10.x.y.z) and shifted timestamps, into many pcap files plus
 one big file (which Spark reads by byte ranges). Then:
-- single: one process decodes every file and writes JSON Lines (what `kdissect export -F jsonl`
-  does per file, without a process start per file);
-- spark: Spark start-up, then the job writing the three parquet tables.
+- single: one process decodes every file and writes JSON Lines, whole values, as `kdissect
+  export -F jsonl` does per file (without a process start per file);
+- spark: Spark start-up, then the job writing the three parquet tables, whole values, as
+  `kdissect spark` does.
 Prints both times, the speed-up with and without Spark's start-up, and the row counts.
 """
 
@@ -120,14 +121,14 @@ def single(files: list[Path], out: Path) -> tuple[float, int]:
     from kdissect.dissect.base import Options
     from kdissect.pipeline import dissect_file
     from kdissect.protocols import DissectorRegistry
-    from kdissect.render.jsonout import dumps, message_dict
+    from kdissect.render.jsonout import export_json
 
     t = time.perf_counter()
     n = 0
-    with open(out, "w", encoding="utf-8") as f:
+    with open(out, "wb") as f:
         for path in files:
-            for m in dissect_file(str(path), DissectorRegistry(), Options()):
-                f.write(dumps(message_dict(m, 256)) + "\n")
+            for m in dissect_file(str(path), DissectorRegistry(), Options(max_bytes=0)):
+                f.write(export_json(m, 0, False) + b"\n")
                 n += 1
     return time.perf_counter() - t, n
 
@@ -143,7 +144,7 @@ def spark(files: list[Path], out: Path, master: str, split: int | None = None) -
         p = job.make_plan(s, [str(f) for f in files], split)
         ranges = sum(len(c.ranges) for c in p.ranged)
         print(f"spark plan: {p.tasks} tasks ({ranges} of them byte ranges of big files)", flush=True)
-        r = job.run(s, p, str(out), Config(), overwrite=True)
+        r = job.run(s, p, str(out), Config(max_bytes=0), overwrite=True)
         if p.ranged:
             size = sum(c.size for c in p.ranged)
             print(f"ranges read {p.ranges_read:,} bytes of {size:,} ({p.ranges_read / size:.3f}x)", flush=True)
