@@ -5,21 +5,31 @@ a C-level virtual call from the compiled arrays and structs around it. Elements 
 compiled decoders (plan.py's records, content hooks) are called as ordinary callables. The
 Fields, the effects on `ctx`, the reader's position and the exceptions (messages, offsets,
 partial trees) are those of ops.py for every input. Bytes buffers are read in C, with explicit
-bounds checks; any other buffer, or a position outside the buffer, takes the pure decoder.
+bounds checks; any other buffer or reader, or a position outside the buffer, takes the pure
+decoder. The reader's slots are read as the compiled WireReader's (kdissect/wire/reader.pxd).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
 
+from cpython.object cimport PyTypeObject
 from kdissect._model cimport new_field
 from kdissect.wire._bytes cimport be as _be
+from kdissect.wire.reader cimport WireReader
 
 from kdissect.dissect.partial import keep_partial
 from kdissect.errors import BadLength, DecodeError, Truncated
 from kdissect.kafka.error_codes import error_name
 from kdissect.model import ARRAY, BYTES, ENUM, STRUCT, TIME_MS
-from kdissect.wire.reader import WireReader
+
+cdef extern from "Python.h":
+    bint PyType_HasFeature(PyTypeObject* t, unsigned long feature)
+    unsigned long Py_TPFLAGS_HEAPTYPE
+
+# Whether WireReader is the compiled class whose slots reader.pxd declares (not the class of
+# reader.py's source, as when KDISSECT_PURE=1 loads it).
+cdef bint _COMPILED_READER = not PyType_HasFeature(<PyTypeObject*>WireReader, Py_TPFLAGS_HEAPTYPE)
 
 # ops.py's own objects, looked up on first use (ops.py imports this module as it finishes).
 cdef object _py = None
@@ -51,6 +61,11 @@ cdef class Dec:
 
     def __call__(self, r, ctx):
         return self.dec(r, ctx)
+
+
+cdef inline bint _reads(object r):
+    """Whether the compiled decoders read `r`: a compiled WireReader over bytes."""
+    return _COMPILED_READER and type(r) is WireReader and type((<WireReader>r).buf) is bytes
 
 
 cdef inline object _run(object d, object r, object ctx):
@@ -116,37 +131,36 @@ cdef inline bint _uvarint_fast(bytes buf, Py_ssize_t p, Py_ssize_t end, int most
     return False
 
 
-cdef object _length(object r, bint flexible, bint wide):
-    """ops.length: a compact (uvarint32 - 1) or int16/int32 length; -1 is null."""
+cdef int64_t _length(WireReader r, bint flexible, bint wide) except? -2:
+    """ops.length: a compact (uvarint32 - 1) or int16/int32 length; -1 is null. `r` reads a
+    bytes buffer (_reads)."""
     cdef uint64_t v
-    cdef Py_ssize_t nxt, p, end
-    buf = r.buf
-    if type(buf) is not bytes or type(r) is not WireReader:
-        return _ops()["length"](r, flexible, wide)
-    p = r.pos
+    cdef Py_ssize_t nxt
+    cdef bytes buf = r.buf
+    cdef Py_ssize_t p = r.pos
     if flexible:
-        if _uvarint_fast(<bytes>buf, p, r.end, 5, &v, &nxt) and v <= 0xFFFFFFFF:
+        if _uvarint_fast(buf, p, r.end, 5, &v, &nxt) and v <= 0xFFFFFFFF:
             r.pos = nxt
             return <int64_t>v - 1
         return r.uvarint32() - 1
-    end = r.end
+    cdef Py_ssize_t end = r.end
     cdef const unsigned char* d = <const unsigned char*>PyBytes_AS_STRING(buf)
     if wide:
         if p + 4 > end:
             raise Truncated("length past the end", p)
-        if not _in_buf(<bytes>buf, p, 4):
+        if not _in_buf(buf, p, 4):
             return _ops()["length"](r, flexible, wide)
         r.pos = p + 4
         return <int32_t>(<uint32_t>_be(d + p, 4))
     if p + 2 > end:
         raise Truncated("length past the end", p)
-    if not _in_buf(<bytes>buf, p, 2):
+    if not _in_buf(buf, p, 2):
         return _ops()["length"](r, flexible, wide)
     r.pos = p + 2
     return <int16_t>(<uint16_t>_be(d + p, 2))
 
 
-cdef Py_ssize_t _take(object r, Py_ssize_t n, object name) except? -1:
+cdef Py_ssize_t _take(WireReader r, Py_ssize_t n, object name) except? -1:
     """ops._take: checks that n bytes remain; their start; moves past them."""
     cdef Py_ssize_t p = r.pos
     cdef Py_ssize_t end = r.end
@@ -158,17 +172,15 @@ cdef Py_ssize_t _take(object r, Py_ssize_t n, object name) except? -1:
     return p
 
 
-cdef inline Py_ssize_t _claim(object r, object buf, Py_ssize_t size, object message) except -2:
+cdef inline Py_ssize_t _claim(WireReader r, Py_ssize_t size, object message) except -2:
     """The start of the `size` (>= 1) bytes at r.pos, which then moves past them; -1 when the
-    pure decoder is to read them (buf is not bytes, or they lie outside it). Raises Truncated
-    (message) when they run past r.end."""
-    if type(buf) is not bytes:
-        return -1
+    pure decoder is to read them (they lie outside the buffer). Raises Truncated (message) when
+    they run past r.end. `r` reads a bytes buffer (_reads)."""
     cdef Py_ssize_t p = r.pos
     cdef Py_ssize_t end = r.end
     if p >= end or p + size > end:
         raise Truncated(message, p)
-    if not _in_buf(<bytes>buf, p, size):
+    if not _in_buf(<bytes>r.buf, p, size):
         return -1
     r.pos = p + size
     return p
@@ -184,10 +196,12 @@ cdef class _Fixed(Dec):
     cdef object hint, names  # ops.display_of(name): the Field's hint, its value names or None
 
     cdef object dec(self, object r, object ctx):
-        buf = r.buf
-        cdef Py_ssize_t p = _claim(r, buf, self.size, self.message)
+        if not _reads(r):
+            return self.pure(r, ctx)
+        cdef Py_ssize_t p = _claim(<WireReader>r, self.size, self.message)
         if p < 0:
             return self.pure(r, ctx)
+        buf = (<WireReader>r).buf
         if self.kind == K_OTHER:
             v = self.unpack(buf, p)[0]
         else:
@@ -200,11 +214,12 @@ cdef class _ErrorCode(Dec):
     cdef object name, pure, message
 
     cdef object dec(self, object r, object ctx):
-        buf = r.buf
-        cdef Py_ssize_t p = _claim(r, buf, 2, self.message)
+        if not _reads(r):
+            return self.pure(r, ctx)
+        cdef Py_ssize_t p = _claim(<WireReader>r, 2, self.message)
         if p < 0:
             return self.pure(r, ctx)
-        v = _int_at(<const unsigned char*>PyBytes_AS_STRING(buf) + p, K_INT16)
+        v = _int_at(<const unsigned char*>PyBytes_AS_STRING((<WireReader>r).buf) + p, K_INT16)
         if v:
             ctx.errors.append(v)
         return new_field(self.name, v, p, 2, None, ENUM, error_name(v), None)
@@ -215,10 +230,12 @@ cdef class _Timestamp(Dec):
     cdef bint int64
 
     cdef object dec(self, object r, object ctx):
-        buf = r.buf
-        cdef Py_ssize_t p = _claim(r, buf, 8, self.message)
+        if not _reads(r):
+            return self.pure(r, ctx)
+        cdef Py_ssize_t p = _claim(<WireReader>r, 8, self.message)
         if p < 0:
             return self.pure(r, ctx)
+        buf = (<WireReader>r).buf
         if self.int64:
             v = _int_at(<const unsigned char*>PyBytes_AS_STRING(buf) + p, K_INT64)
         else:
@@ -258,11 +275,12 @@ cdef class _Bool(Dec):
     cdef object name, pure, message
 
     cdef object dec(self, object r, object ctx):
-        buf = r.buf
-        cdef Py_ssize_t p = _claim(r, buf, 1, self.message)
+        if not _reads(r):
+            return self.pure(r, ctx)
+        cdef Py_ssize_t p = _claim(<WireReader>r, 1, self.message)
         if p < 0:
             return self.pure(r, ctx)
-        return new_field(self.name, (<const unsigned char*>PyBytes_AS_STRING(buf))[p] != 0, p, 1, None, None, None,
+        return new_field(self.name, (<const unsigned char*>PyBytes_AS_STRING((<WireReader>r).buf))[p] != 0, p, 1, None, None, None,
                          None)
 
 
@@ -283,11 +301,12 @@ cdef class _Uuid(Dec):
         cdef int i, j = 0
         cdef unsigned char b
         cdef const unsigned char* d
-        buf = r.buf
-        cdef Py_ssize_t p = _claim(r, buf, 16, self.message)
+        if not _reads(r):
+            return self.pure(r, ctx)
+        cdef Py_ssize_t p = _claim(<WireReader>r, 16, self.message)
         if p < 0:
             return self.pure(r, ctx)
-        d = <const unsigned char*>PyBytes_AS_STRING(buf) + p
+        d = <const unsigned char*>PyBytes_AS_STRING((<WireReader>r).buf) + p
         for i in range(16):
             if i == 4 or i == 6 or i == 8 or i == 10:
                 out[j] = 45  # '-'
@@ -311,15 +330,15 @@ cdef class _Uvarint(Dec):
     cdef object dec(self, object r, object ctx):
         cdef uint64_t v
         cdef Py_ssize_t nxt
-        buf = r.buf
-        if type(buf) is not bytes or type(r) is not WireReader:
+        if not _reads(r):
             return self.pure(r, ctx)
-        p = r.pos
-        if _uvarint_fast(<bytes>buf, p, r.end, 9, &v, &nxt):
-            r.pos = nxt
+        cdef WireReader rd = <WireReader>r
+        p = rd.pos
+        if _uvarint_fast(<bytes>rd.buf, p, rd.end, 9, &v, &nxt):
+            rd.pos = nxt
             return new_field(self.name, v, p, nxt - <Py_ssize_t>p, None, None, None, None)
-        value = r.uvarint()
-        return new_field(self.name, value, p, r.pos - p, None, None, None, None)
+        value = rd.uvarint()
+        return new_field(self.name, value, p, rd.pos - p, None, None, None, None)
 
 
 def uvarint_field(name, typ, flags):
@@ -337,22 +356,23 @@ cdef class _Blob(Dec):
     cdef bint flexible, text, topic, group
 
     cdef object dec(self, object r, object ctx):
-        buf = r.buf
-        if type(buf) is not bytes:
+        if not _reads(r):
             return self.pure(r, ctx)
-        start = r.pos
-        n = _length(r, self.flexible, not self.text)
+        cdef WireReader rd = <WireReader>r
+        cdef bytes buf = rd.buf
+        start = rd.pos
+        cdef int64_t n = _length(rd, self.flexible, not self.text)
         if n == -1:
-            return new_field(self.name, None, start, r.pos - start, None, None, None, None)
-        cdef Py_ssize_t p = _take(r, n, self.name)
+            return new_field(self.name, None, start, rd.pos - start, None, None, None, None)
+        cdef Py_ssize_t p = _take(rd, n, self.name)
         cdef Py_ssize_t size = n
-        cdef bint inside = _in_buf(<bytes>buf, p, size)
+        cdef bint inside = _in_buf(buf, p, size)
         if not self.text:
             if inside:
                 v = PyBytes_FromStringAndSize(PyBytes_AS_STRING(buf) + p, size)
             else:
                 v = bytes(buf[p:p + size])
-            return new_field(self.name, v, start, r.pos - start, None, BYTES, None, None)
+            return new_field(self.name, v, start, rd.pos - start, None, BYTES, None, None)
         if inside:
             v = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(buf) + p, size, "replace")
         else:
@@ -361,7 +381,7 @@ cdef class _Blob(Dec):
             ctx.topics.append(v)
         elif self.group:
             ctx.groups.append(v)
-        return new_field(self.name, v, start, r.pos - start, None, None, None, None)
+        return new_field(self.name, v, start, rd.pos - start, None, None, None, None)
 
 
 def string(name, flexible, flags):
@@ -386,21 +406,21 @@ cdef class _Array(Dec):
 
     cdef object dec(self, object r, object ctx):
         cdef Py_ssize_t i, k
-        buf = r.buf
-        if type(buf) is not bytes:
+        if not _reads(r):
             return self.pure(r, ctx)
+        cdef WireReader rd = <WireReader>r
         name = self.name
-        start = r.pos
-        n = _length(r, self.flexible, True)
+        start = rd.pos
+        cdef int64_t n = _length(rd, self.flexible, True)
         if n < 0:
             if n < -1:
                 raise BadLength(f"{name}: array length {n}", start)
-            return new_field(name, None, start, r.pos - start, None, ARRAY, None, None)
-        remain = r.end - r.pos
+            return new_field(name, None, start, rd.pos - start, None, ARRAY, None, None)
+        remain = rd.end - rd.pos
         if n * self.min_size > remain:
             raise BadLength(f"{name}: {n} elements exceed the {remain} bytes that remain", start)
         keep = ctx.budget.elements(n)
-        kids = []
+        cdef list kids = []
         elem = self.elem
         k = keep
         try:
@@ -413,11 +433,11 @@ cdef class _Array(Dec):
         except DecodeError as e:
             raise keep_partial(e, name, start, kids, ARRAY) from None
         if keep < n:
-            cap = _ops()["_array_cap"](ctx, name, n, keep, start, r.pos)
-            cap.partial = new_field(name, None, start, r.pos - start, kids, ARRAY, None,
+            cap = _ops()["_array_cap"](ctx, name, n, keep, start, rd.pos)
+            cap.partial = new_field(name, None, start, rd.pos - start, kids, ARRAY, None,
                                     f"{name} (first {keep} of {n})")
             raise cap
-        return new_field(name, None, start, r.pos - start, kids, ARRAY, None, None)
+        return new_field(name, None, start, rd.pos - start, kids, ARRAY, None, None)
 
 
 def array(name, elem, flexible, min_size):
@@ -433,29 +453,30 @@ cdef class _Struct(Dec):
 
     cdef object dec(self, object r, object ctx):
         cdef Py_ssize_t p
-        buf = r.buf
-        if type(buf) is not bytes:
+        if not _reads(r):
             return self.pure(r, ctx)
+        cdef WireReader rd = <WireReader>r
+        cdef bytes buf = rd.buf
         name = self.name
-        start = r.pos
-        kids = []
+        start = rd.pos
+        cdef list kids = []
         try:
             for f in self.regular:
                 kids.append(_run(f, r, ctx))
         except DecodeError as e:
             raise keep_partial(e, name, start, kids, STRUCT) from None
         if self.tagged is not None:
-            p = r.pos
-            if p < <Py_ssize_t>r.end and (
-                    (<const unsigned char*>PyBytes_AS_STRING(buf))[p] == 0 if _in_buf(<bytes>buf, p, 1)
+            p = rd.pos
+            if p < <Py_ssize_t>rd.end and (
+                    (<const unsigned char*>PyBytes_AS_STRING(buf))[p] == 0 if _in_buf(buf, p, 1)
                     else buf[p] == 0):
-                r.pos = p + 1  # the usual empty tagged-field section
+                rd.pos = p + 1  # the usual empty tagged-field section
             else:
                 try:
                     _ops()["tagged_section"](r, ctx, self.tagged, kids)
                 except ArrayCap as e:
                     raise keep_partial(e, name, start, kids, STRUCT) from None
-        return new_field(name, None, start, r.pos - start, kids, STRUCT, None, None)
+        return new_field(name, None, start, rd.pos - start, kids, STRUCT, None, None)
 
 
 def struct_dec(name, regular, tagged):
@@ -470,14 +491,15 @@ cdef class _Nullable(Dec):
     cdef object name, pure, inner, message
 
     cdef object dec(self, object r, object ctx):
-        buf = r.buf
-        cdef Py_ssize_t p = _claim(r, buf, 1, self.message)
+        if not _reads(r):
+            return self.pure(r, ctx)
+        cdef Py_ssize_t p = _claim(<WireReader>r, 1, self.message)
         if p < 0:
             return self.pure(r, ctx)
-        if (<const unsigned char*>PyBytes_AS_STRING(buf))[p] >= 0x80:
+        if (<const unsigned char*>PyBytes_AS_STRING((<WireReader>r).buf))[p] >= 0x80:
             return new_field(self.name, None, p, 1, None, STRUCT, None, None)
         f = _run(self.inner, r, ctx)
-        f.offset, f.length = p, r.pos - p
+        f.offset, f.length = p, (<WireReader>r).pos - p
         return f
 
 
