@@ -10,7 +10,6 @@ Version policy:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from kdissect.dissect.base import Budget, Options
@@ -29,14 +28,17 @@ from kdissect.text import plural
 from kdissect.wire.reader import WireReader
 
 
-@dataclass(slots=True)
 class Body:
-    """A decoded body: its fields, a summary fragment and facts for msg.info."""
+    """A decoded body: its fields, a summary fragment and facts for msg.info. (A plain class: a
+    dataclass's generated __init__ would run as Python code, not compiled, once a message.)"""
 
-    fields: list[Field] = field(default_factory=list)
-    summary: str = ""
-    info: dict[str, Any] = field(default_factory=dict)
-    diagnostics: list[Diagnostic] = field(default_factory=list)
+    __slots__ = ("fields", "summary", "info", "diagnostics")
+
+    def __init__(self) -> None:
+        self.fields: list[Field] = []
+        self.summary = ""
+        self.info: dict[str, Any] = {}
+        self.diagnostics: list[Diagnostic] = []
 
 
 V0_BODY = DIAGNOSTICS.key("api_versions_v0_body")

@@ -4,7 +4,6 @@ and the walk over a sequence of batches/messages that tells a broker's cut from 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from kdissect.dissect.base import Budget, Options
@@ -21,17 +20,20 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MAX_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
 
 
-@dataclass(slots=True)
 class Ctx:
     """State of one decode_records call: options, diagnostics, counters, and the message's
-    budget (decompressed bytes, records and batches shown), shared by its records fields."""
+    budget (decompressed bytes, records and batches shown), shared by its records fields. (A
+    plain class: a dataclass's generated __init__ would run as Python code, not compiled.)"""
 
-    opts: Options
-    budget: Budget
-    diags: list[Diagnostic] = field(default_factory=list)
-    records: int = 0
-    batches: int = 0
-    nbytes: int = 0
+    __slots__ = ("opts", "budget", "diags", "records", "batches", "nbytes")
+
+    def __init__(self, opts: Options, budget: Budget) -> None:
+        self.opts = opts
+        self.budget = budget
+        self.diags: list[Diagnostic] = []
+        self.records = 0
+        self.batches = 0
+        self.nbytes = 0
 
     def over_limit(self, offset: int) -> bool:
         """Whether the message may show no more records and batches (noted once per message);
