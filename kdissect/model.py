@@ -8,7 +8,7 @@ pipeline has emitted them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 from functools import lru_cache
@@ -280,16 +280,20 @@ def array(name: str, elements: list[Field], offset: int = -1, length: int = 0) -
     return Field(name, None, offset, length, elements, ARRAY)
 
 
-@dataclass(slots=True)
 class Pdu:
-    """One protocol message cut out of a TCP stream by a framer."""
+    """One protocol message cut out of a TCP stream by a framer. (A plain class: a dataclass's
+    generated __init__ would run as Python code, not compiled, once a message.)"""
 
-    data: bytes
-    frames: list[int]
-    ts: float  # timestamp of the first frame carrying it
-    ts_end: float  # timestamp of the frame that completed it
-    to_server: bool
-    diagnostics: list[Diagnostic] = field(default_factory=list)
+    __slots__ = ("data", "frames", "ts", "ts_end", "to_server", "diagnostics")
+
+    def __init__(self, data: bytes, frames: list[int], ts: float, ts_end: float, to_server: bool,
+                 diagnostics: list[Diagnostic] | None = None) -> None:
+        self.data = data
+        self.frames = frames
+        self.ts = ts  # timestamp of the first frame carrying it
+        self.ts_end = ts_end  # timestamp of the frame that completed it
+        self.to_server = to_server
+        self.diagnostics: list[Diagnostic] = [] if diagnostics is None else diagnostics
 
 
 @dataclass(slots=True)
