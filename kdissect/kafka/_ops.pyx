@@ -21,7 +21,7 @@ from kdissect.wire.reader cimport WireReader
 from kdissect.dissect.partial import keep_partial
 from kdissect.errors import BadLength, DecodeError, Truncated
 from kdissect.kafka.error_codes import error_name
-from kdissect.model import ARRAY, BYTES, ENUM, STRUCT, TIME_MS
+from kdissect.model import ARRAY, BYTES, ENUM, RAW, STRUCT, TIME_MS
 
 cdef extern from "Python.h":
     bint PyType_HasFeature(PyTypeObject* t, unsigned long feature)
@@ -43,12 +43,14 @@ cdef object _ops():
         import kdissect.kafka.ops as ops
         _py = {name: accel.pure("kdissect.kafka.ops", name) for name in (
             "fixed", "_error_code", "_timestamp", "boolean", "uuid_field", "uvarint_field",
-            "string", "raw_bytes", "array", "struct_dec", "nullable_struct")}
+            "string", "raw_bytes", "array", "struct_dec", "records", "nullable_struct")}
         _py["_FIXED"] = ops._FIXED
         _py["length"] = ops.length
         _py["_array_cap"] = ops._array_cap
         _py["tagged_section"] = ops.tagged_section
         _py["display_of"] = ops.display_of
+        _py["decode_records"] = ops.decode_records
+        _py["DIAGNOSTICS"] = ops.DIAGNOSTICS
         ArrayCap = ops.ArrayCap
     return _py
 
@@ -484,6 +486,44 @@ def struct_dec(name, regular, tagged):
     cdef _Struct d = _Struct.__new__(_Struct)
     d.name, d.pure = name, _ops()["struct_dec"](name, regular, tagged)
     d.regular, d.tagged = tuple(regular), tagged
+    return d
+
+
+cdef class _Records(Dec):
+    """A records field: length-prefixed bytes handed to the record-batch decoder
+    (records.decode_records)."""
+    cdef object name, pure
+    cdef bint flexible
+
+    cdef object dec(self, object r, object ctx):
+        if not _reads(r):
+            return self.pure(r, ctx)
+        cdef WireReader rd = <WireReader>r
+        cdef bytes buf = rd.buf
+        name = self.name
+        start = rd.pos
+        cdef int64_t n = _length(rd, self.flexible, True)
+        if n == -1:
+            return new_field(name, None, start, rd.pos - start, None, None, None, None)
+        cdef Py_ssize_t p = _take(rd, n, name)
+        opts = ctx.opts
+        if not opts.decode_records or n == 0:
+            return new_field(name, buf[p:p + n], start, rd.pos - start, None, BYTES, None, None)
+        py = _ops()
+        try:
+            f, diags, stats = py["decode_records"](buf, p, p + n, opts, name, True, ctx.budget)
+        except DecodeError as e:
+            ctx.diags.append(py["DIAGNOSTICS"]("records", f"{name}: {e}", e.offset))
+            return new_field(name, buf[p:p + n], start, rd.pos - start, None, RAW, None, None)
+        ctx.diags.extend(diags)
+        ctx.records[id(f)] = stats
+        return f
+
+
+def records(name, flexible):
+    """A records field: length-prefixed bytes handed to the record-batch decoder."""
+    cdef _Records d = _Records.__new__(_Records)
+    d.name, d.pure, d.flexible = name, _ops()["records"](name, flexible), flexible
     return d
 
 

@@ -21,6 +21,7 @@ from kdissect.kafka.conversation import KafkaConversation
 from kdissect.kafka.diagnostics import DIAGNOSTICS
 from kdissect.kafka.displays import VALUE_NAMES
 from kdissect.kafka.error_codes import error_name
+from kdissect.kafka.records import decode_records
 from kdissect.model import ARRAY, BYTES, ENUM, RAW, STRUCT, TIME_MS, Diagnostic, Field, duration_hint
 from kdissect.wire.reader import WireReader
 
@@ -297,6 +298,27 @@ def tagged_section(r: WireReader, ctx: Ctx, tagged: dict[int, Dec], out: list[Fi
     return out
 
 
+def records(name: str, flexible: bool) -> Dec:
+    """A records field: length-prefixed bytes handed to the record-batch decoder."""
+    def dec(r: WireReader, ctx: Ctx) -> Field:
+        start = r.pos
+        n = length(r, flexible, True)
+        if n == -1:
+            return Field(name, None, start, r.pos - start)
+        p = _take(r, n, name)
+        if not ctx.opts.decode_records or n == 0:
+            return Field(name, bytes(r.buf[p:p + n]), start, r.pos - start, None, BYTES)
+        try:
+            f, diags, stats = decode_records(r.buf, p, p + n, ctx.opts, name, budget=ctx.budget)
+        except DecodeError as e:
+            ctx.diags.append(DIAGNOSTICS("records", f"{name}: {e}", e.offset))
+            return Field(name, bytes(r.buf[p:p + n]), start, r.pos - start, None, RAW)
+        ctx.diags.extend(diags)
+        ctx.records[id(f)] = stats
+        return f
+    return dec
+
+
 def nullable_struct(name: str, inner: Dec) -> Dec:
     """A nullable struct field carries an int8 marker: -1 null, 1 present."""
     def dec(r: WireReader, ctx: Ctx) -> Field:
@@ -315,4 +337,4 @@ def nullable_struct(name: str, inner: Dec) -> Dec:
 
 accel.bind(globals(), "kdissect.kafka._ops", (
     "fixed", "_error_code", "_timestamp", "boolean", "uuid_field", "uvarint_field", "string",
-    "raw_bytes", "array", "struct_dec", "nullable_struct"))
+    "raw_bytes", "array", "struct_dec", "records", "nullable_struct"))

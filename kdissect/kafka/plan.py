@@ -14,14 +14,12 @@ from functools import lru_cache
 from kdissect.errors import DecodeError
 from kdissect.kafka import ops
 from kdissect.kafka.apis import APIS
-from kdissect.kafka.diagnostics import DIAGNOSTICS
 from kdissect.kafka.headers import is_flexible
 from kdissect.kafka.hooks import HOOKS, Carried
 from kdissect.kafka.ops import ArrayCap, Ctx, Dec
-from kdissect.kafka.records import decode_records
 from kdissect.kafka.sasl import decode_sasl_auth_bytes
 from kdissect.kafka.schema_messages import EMBEDDED, REQUESTS, RESPONSES, FieldRow
-from kdissect.model import BYTES, RAW, SECRET, STRUCT, Field
+from kdissect.model import RAW, SECRET, STRUCT, Field
 from kdissect.text import plural
 from kdissect.wire.reader import WireReader
 
@@ -110,36 +108,12 @@ def _scalar(name: str, typ: str, flags: str, flexible: bool, message: str, path:
     if typ == "string":
         return ops.string(name, flexible, flags), size
     if typ == "records":
-        return records(name, flexible), size
+        return ops.records(name, flexible), size
     if typ == "bytes":
         dec = ops.raw_bytes(name, flexible)
         carried = HOOKS.get((message, path))
         return (dec if carried is None else _carrying(dec, _CONTENT[carried])), size
     raise KeyError(f"{message}.{path}: unknown type {typ}")
-
-
-# -- records ---------------------------------------------------------------------------
-
-
-def records(name: str, flexible: bool) -> Dec:
-    """A records field: length-prefixed bytes handed to the record-batch decoder."""
-    def dec(r: WireReader, ctx: Ctx) -> Field:
-        start = r.pos
-        n = ops.length(r, flexible, True)
-        if n == -1:
-            return Field(name, None, start, r.pos - start)
-        p = ops._take(r, n, name)
-        if not ctx.opts.decode_records or n == 0:
-            return Field(name, bytes(r.buf[p:p + n]), start, r.pos - start, None, BYTES)
-        try:
-            f, diags, stats = decode_records(r.buf, p, p + n, ctx.opts, name, budget=ctx.budget)
-        except DecodeError as e:
-            ctx.diags.append(DIAGNOSTICS("records", f"{name}: {e}", e.offset))
-            return Field(name, bytes(r.buf[p:p + n]), start, r.pos - start, None, RAW)
-        ctx.diags.extend(diags)
-        ctx.records[id(f)] = stats
-        return f
-    return dec
 
 
 # -- what bytes fields carry (hooks.HOOKS) ----------------------------------------------

@@ -8,6 +8,7 @@ offsets into the whole message, except below a compressed payload, whose fields 
 
 from __future__ import annotations
 
+from kdissect import accel
 from kdissect.dissect.base import Budget, Options
 from kdissect.kafka.records_common import Ctx, EntryDecoder, walk
 from kdissect.kafka.records_legacy import decode_message
@@ -30,7 +31,8 @@ def decode_records(buf: bytes, start: int, end: int, opts: Options, name: str = 
     (bytes: the sum of key and value sizes). A batch running past `end` is the broker's cut at
     the fetch size: a note when `partial_ok` (responses), an error otherwise. `budget` is the
     message's (all its records fields share opts.max_decompressed decompressed bytes and the
-    limit on records and batches shown); a new one when None. Never raises.
+    limit on records and batches shown); a new one when None. Never raises. Its compiled twin
+    is kdissect/kafka/_records.pyx.
     """
     end = min(end, len(buf))
     start = max(0, min(start, end))
@@ -44,3 +46,6 @@ def decode_records(buf: bytes, start: int, end: int, opts: Options, name: str = 
         field.hint = "raw"
     field.label = f"{name} ({plural(ctx.records, 'record')} in {plural(ctx.batches, 'batch')})"
     return field, ctx.diags, {"records": ctx.records, "batches": ctx.batches, "bytes": ctx.nbytes}
+
+
+accel.bind(globals(), "kdissect.kafka._records", ("decode_records",))

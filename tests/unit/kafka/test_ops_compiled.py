@@ -36,7 +36,7 @@ _twin = pytest.importorskip("kdissect.kafka._ops", reason="the compiled module k
 _model = pytest.importorskip("kdissect._model", reason="the compiled module kdissect._model is not built")  # builds the Field objects
 
 NAMES = ("fixed", "_error_code", "_timestamp", "boolean", "uuid_field", "uvarint_field", "string",
-         "raw_bytes", "array", "struct_dec", "nullable_struct")
+         "raw_bytes", "array", "struct_dec", "records", "nullable_struct")
 PURE = {n: accel.pure("kdissect.kafka.ops", n) for n in NAMES}
 COMPILED = {n: getattr(_twin, n) for n in NAMES}
 assert all(PURE[n] is not COMPILED[n] for n in NAMES)
