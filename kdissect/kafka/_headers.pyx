@@ -1,11 +1,11 @@
 """Compiled twin of the header readers of kdissect/kafka/headers.py (see kdissect/accel.py).
 
-`read_request_header` and `read_response_header` give the header tuple and Field tree of the
-pure readers, and leave the reader where they do. A header that reads cleanly out of a bytes
-buffer is read here, in C, with explicit bounds checks; anything else (another buffer, a
-length or count out of bounds, a tagged field that is not a small varint, ControlledShutdown
-v0's header quirk) leaves the reader untouched and is handed to the pure reader, so that the
-exceptions and the rare paths have one implementation.
+`read_length`, `read_request_header` and `read_response_header` give the length, header tuple
+and Field tree of the pure readers, and leave the reader where they do. A length or header that
+reads cleanly out of a bytes buffer is read here, in C, with explicit bounds checks; anything
+else (another buffer, a length or count out of bounds, a tagged field that is not a small
+varint, ControlledShutdown v0's header quirk) leaves the reader untouched and is handed to the
+pure reader, so that the exceptions and the rare paths have one implementation.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -14,10 +14,11 @@ from libc.stdint cimport int16_t, int32_t, uint16_t, uint32_t, uint64_t
 
 from kdissect._model cimport new_field
 from kdissect.wire._bytes cimport be as _be
+from kdissect.wire._bytes cimport reads_bytes
+from kdissect.wire.reader cimport WireReader
 
 from kdissect.kafka.apis import APIS
 from kdissect.model import ENUM, RAW, STRUCT
-from kdissect.wire.reader import WireReader
 
 # The API keys the tables know, by key: their names and first flexible versions (-1: never).
 DEF KEYS = 1024
@@ -33,16 +34,18 @@ for _k, _api in APIS.items():
 DEF CONTROLLED_SHUTDOWN = 7
 DEF MAX_TAGS = 16  # tagged fields read here; a header with more is handed to the pure reader
 
+cdef object _pure_length = None
 cdef object _pure_request = None
 cdef object _pure_response = None
 cdef object RequestHeader = None
 
 
 cdef void _load():
-    global _pure_request, _pure_response, RequestHeader
+    global _pure_length, _pure_request, _pure_response, RequestHeader
     if _pure_request is None:
         import kdissect.accel as accel
         import kdissect.kafka.headers as headers
+        _pure_length = accel.pure("kdissect.kafka.headers", "read_length")
         _pure_request = accel.pure("kdissect.kafka.headers", "read_request_header")
         _pure_response = accel.pure("kdissect.kafka.headers", "read_response_header")
         RequestHeader = headers.RequestHeader
@@ -97,14 +100,31 @@ cdef list _tag_fields(dict tagged):
     return [new_field(f"tag_{tag}", raw, -1, 0, None, RAW, None, None) for tag, raw in tagged.items()]
 
 
+def read_length(r):
+    """headers.read_length."""
+    _load()
+    if not reads_bytes(r):
+        return _pure_length(r)
+    cdef WireReader rd = <WireReader>r
+    buf = rd.buf
+    cdef Py_ssize_t start = rd.pos
+    cdef Py_ssize_t end = rd.end
+    if start < 0 or end > PyBytes_GET_SIZE(buf) or end - start < 4:
+        return _pure_length(r)
+    cdef int32_t size = <int32_t>(<uint32_t>_be(<const unsigned char*>PyBytes_AS_STRING(buf) + start, 4))
+    rd.pos = start + 4
+    return size, new_field("length", size, start, 4, None, None, None, None)
+
+
 def read_request_header(r):
     """headers.read_request_header."""
     _load()
-    buf = r.buf
-    if type(r) is not WireReader or type(buf) is not bytes:
+    if not reads_bytes(r):
         return _pure_request(r)
-    cdef Py_ssize_t start = r.pos
-    cdef Py_ssize_t end = r.end
+    cdef WireReader rd = <WireReader>r
+    buf = rd.buf
+    cdef Py_ssize_t start = rd.pos
+    cdef Py_ssize_t end = rd.end
     cdef Py_ssize_t size = PyBytes_GET_SIZE(buf)
     if start < 0 or end > size or end - start < 8:
         return _pure_request(r)
@@ -145,19 +165,21 @@ def read_request_header(r):
     ]
     if tagged:
         children.extend(_tag_fields(tagged))
-    r.pos = p
-    hdr = RequestHeader(api_key, version, corr, client_id, hv, tagged)
+    rd.pos = p
+    # The tuple itself: the NamedTuple's __new__ runs as Python code.
+    hdr = tuple.__new__(RequestHeader, (api_key, version, corr, client_id, hv, tagged))
     return hdr, new_field("header", None, start, p - start, children, STRUCT, None, None)
 
 
 def read_response_header(r, header_version):
     """headers.read_response_header."""
     _load()
-    buf = r.buf
-    if type(r) is not WireReader or type(buf) is not bytes:
+    if not reads_bytes(r):
         return _pure_response(r, header_version)
-    cdef Py_ssize_t start = r.pos
-    cdef Py_ssize_t end = r.end
+    cdef WireReader rd = <WireReader>r
+    buf = rd.buf
+    cdef Py_ssize_t start = rd.pos
+    cdef Py_ssize_t end = rd.end
     cdef Py_ssize_t size = PyBytes_GET_SIZE(buf)
     if start < 0 or end > size or end - start < 4:
         return _pure_response(r, header_version)
@@ -172,5 +194,5 @@ def read_response_header(r, header_version):
             return _pure_response(r, header_version)
         if tagged:
             children.extend(_tag_fields(tagged))
-    r.pos = p
+    rd.pos = p
     return corr, new_field("header", None, start, p - start, children, STRUCT, None, None)

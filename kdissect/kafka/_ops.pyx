@@ -13,23 +13,15 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
 
-from cpython.object cimport PyTypeObject
 from kdissect._model cimport new_field
 from kdissect.wire._bytes cimport be as _be
+from kdissect.wire._bytes cimport reads_bytes as _reads
 from kdissect.wire.reader cimport WireReader
 
 from kdissect.dissect.partial import keep_partial
 from kdissect.errors import BadLength, DecodeError, Truncated
 from kdissect.kafka.error_codes import error_name
 from kdissect.model import ARRAY, BYTES, ENUM, RAW, STRUCT, TIME_MS
-
-cdef extern from "Python.h":
-    bint PyType_HasFeature(PyTypeObject* t, unsigned long feature)
-    unsigned long Py_TPFLAGS_HEAPTYPE
-
-# Whether WireReader is the compiled class whose slots reader.pxd declares (not the class of
-# reader.py's source, as when KDISSECT_PURE=1 loads it).
-cdef bint _COMPILED_READER = not PyType_HasFeature(<PyTypeObject*>WireReader, Py_TPFLAGS_HEAPTYPE)
 
 # ops.py's own objects, looked up on first use (ops.py imports this module as it finishes).
 cdef object _py = None
@@ -63,11 +55,6 @@ cdef class Dec:
 
     def __call__(self, r, ctx):
         return self.dec(r, ctx)
-
-
-cdef inline bint _reads(object r):
-    """Whether the compiled decoders read `r`: a compiled WireReader over bytes."""
-    return _COMPILED_READER and type(r) is WireReader and type((<WireReader>r).buf) is bytes
 
 
 cdef inline object _run(object d, object r, object ctx):

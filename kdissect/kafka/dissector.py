@@ -15,6 +15,7 @@ from kdissect.kafka.conversation import KafkaConversation
 from kdissect.kafka.diagnostics import DIAGNOSTICS
 from kdissect.kafka.headers import (
     api_name,
+    read_length,
     read_request_header,
     read_response_header,
     response_header_version,
@@ -157,8 +158,8 @@ class KafkaDissector:
         if not isinstance(state, KafkaConversation):
             raise TypeError("the Kafka dissector needs the state its new_state() returns")
         r = WireReader(msg.data)
-        size = r.int32()
-        msg.fields.append(Field("length", size, 0, 4))
+        size, length = read_length(r)
+        msg.fields.append(length)
         if size != len(msg.data) - 4:
             msg.add(DIAGNOSTICS("length_mismatch",
                                 f"the length prefix says {size} bytes, {len(msg.data) - 4} are present", 0))

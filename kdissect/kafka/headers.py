@@ -31,11 +31,15 @@ def api_name(api_key: int) -> str:
     return api.name if api else f"Unknown({api_key})"
 
 
+# The first flexible version of each API key the tables know (None: none is).
+_FIRST_FLEXIBLE = {key: api.first_flexible for key, api in APIS.items()}
+
+
 def is_flexible(api_key: int, version: int) -> bool:
     """Whether (api key, version) uses the flexible encoding (compact lengths, tagged fields):
     header and body alike. False for an unknown API key."""
-    api = APIS.get(api_key)
-    return api is not None and api.first_flexible is not None and version >= api.first_flexible
+    first = _FIRST_FLEXIBLE.get(api_key)
+    return first is not None and version >= first
 
 
 def request_header_version(api_key: int, version: int) -> int:
@@ -85,6 +89,13 @@ def _client_id_then_body(r: WireReader) -> bool:
     return n >= -1 and r.remaining - 2 - max(n, 0) == CONTROLLED_SHUTDOWN_V0_BODY
 
 
+def read_length(r: WireReader) -> tuple[int, Field]:
+    """A message's length prefix (an int32) and its field."""
+    start = r.pos
+    size = r.int32()
+    return size, Field("length", size, start, 4)
+
+
 def read_request_header(r: WireReader) -> tuple[RequestHeader, Field]:
     start = r.pos
     api_key = r.int16()
@@ -119,4 +130,4 @@ def read_response_header(r: WireReader, header_version: int) -> tuple[int, Field
     return corr, struct("header", children, start, r.pos - start)
 
 
-accel.bind(globals(), "kdissect.kafka._headers", ("read_request_header", "read_response_header"))
+accel.bind(globals(), "kdissect.kafka._headers", ("read_length", "read_request_header", "read_response_header"))

@@ -43,8 +43,14 @@ def message_fields(message: str) -> tuple[FieldRow, ...] | None:
 API_BY_NAME = {api.name: key for key, api in APIS.items()}
 
 
+# "<Api>Request" and "<Api>Response" by (API key, is_request), made once: not a new string (whose
+# hash the plan cache computes again) for every message.
+_MESSAGE_NAMES = {(key, is_request): api.name + ("Request" if is_request else "Response")
+                  for key, api in APIS.items() for is_request in (True, False)}
+
+
 def message_name(api_key: int, is_request: bool) -> str:
-    return APIS[api_key].name + ("Request" if is_request else "Response")
+    return _MESSAGE_NAMES[api_key, is_request]
 
 
 @lru_cache(maxsize=2048)

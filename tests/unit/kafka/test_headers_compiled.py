@@ -1,5 +1,5 @@
-"""The compiled header readers (kdissect/kafka/_headers.pyx) against the pure ones in headers.py:
-the same header tuple, the same Field tree (every slot), the same reader position and the same
+"""The compiled header and length readers (kdissect/kafka/_headers.pyx) against the pure ones in
+headers.py: the same length, header tuple, Field tree (every slot), reader position and
 exceptions (type, message, offset), for the headers of every Kafka message of the captures, for
 generated headers of every API key and version (client ids of every length, invalid UTF-8,
 tagged sections clean and broken), their truncations, random bytes, readers over a window of a
@@ -28,7 +28,7 @@ from kdissect.wire.reader import WireReader
 
 _twin = pytest.importorskip("kdissect.kafka._headers", reason="the compiled module kdissect.kafka._headers is not built")
 
-NAMES = ("read_request_header", "read_response_header")
+NAMES = ("read_length", "read_request_header", "read_response_header")
 PURE = {n: accel.pure("kdissect.kafka.headers", n) for n in NAMES}
 COMPILED = {n: getattr(_twin, n) for n in NAMES}
 SETTINGS = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -53,7 +53,10 @@ def outcome(fn: Any, data: Any, window: tuple[int, int] | None, *args: int) -> t
 
 
 def same(data: Any, window: tuple[int, int] | None = None) -> tuple[Any, ...]:
-    """Both readers of both kinds of header agree on data; the pure request outcome."""
+    """Both readers of both kinds of header, and of a length, agree on data; the pure request
+    outcome."""
+    length = outcome(PURE["read_length"], data, window)
+    assert outcome(COMPILED["read_length"], data, window) == length, bytes(data)[:100]
     want = outcome(PURE["read_request_header"], data, window)
     assert outcome(COMPILED["read_request_header"], data, window) == want, bytes(data)[:100]
     for version in (0, 1):
