@@ -183,10 +183,12 @@ def _capped(out: Body, api_key: int, is_request: bool, r: WireReader, ctx: Ctx, 
 def _facts(out: Body, api_key: int, is_request: bool, ctx: Ctx) -> None:
     info = out.info
     topicids.note(api_key, is_request, out.fields, ctx)
-    topics = list(dict.fromkeys(ctx.topics))
+    topics = ctx.topics
     if topics:
-        info["topics"] = topics
-        info["topic"] = topics[0]
+        # Each name once, in order of first mention (most bodies name one topic: no dict then).
+        names = [topics[0]] if len(topics) == 1 else list(dict.fromkeys(topics))
+        info["topics"] = names
+        info["topic"] = names[0]
     if ctx.groups:
         info["group"] = ctx.groups[0]
     summary = summarise(api_key, is_request, out.fields, ctx)

@@ -194,24 +194,29 @@ class KafkaDissector:
         msg.kind = "request"
         hdr, hfield = read_request_header(r)
         msg.fields.append(hfield)
-        name = api_name(hdr.api_key)
-        msg.info.update(op=name, op_code=hdr.api_key, version=hdr.api_version,
-                        corr=hdr.correlation_id, client_id=hdr.client_id)
-        msg.summary = f"{name} v{hdr.api_version} request corr={hdr.correlation_id}"
-        if hdr.client_id:
-            msg.summary += f" client={hdr.client_id}"
-        if hdr.api_key == SASL_HANDSHAKE:
-            state.sasl_mechanism = _sasl_mechanism(msg.data, r.pos, hdr.header_version >= 2)
-        if hdr.api_key == PRODUCE:
-            acks = _produce_acks(WireReader(msg.data, r.pos), hdr.api_version, hdr.header_version >= 2)
-            msg.info["acks"] = acks
+        api_key, version, corr, client_id = hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id
+        flexible = hdr.header_version >= 2
+        name = api_name(api_key)
+        info = msg.info
+        info["op"] = name
+        info["op_code"] = api_key
+        info["version"] = version
+        info["corr"] = corr
+        info["client_id"] = client_id
+        summary = f"{name} v{version} request corr={corr}"
+        msg.summary = f"{summary} client={client_id}" if client_id else summary
+        if api_key == SASL_HANDSHAKE:
+            state.sasl_mechanism = _sasl_mechanism(msg.data, r.pos, flexible)
+        if api_key == PRODUCE:
+            acks = _produce_acks(WireReader(msg.data, r.pos), version, flexible)
+            info["acks"] = acks
             if acks == 0:
                 msg.expects_response = False
         # acks=0 requests stay matchable: some brokers (librdkafka's mock cluster) answer anyway.
-        old = state.pending.add(hdr.correlation_id, msg)
-        if old is not None and old.info.get("corr") != hdr.correlation_id and old.info.get("op_code") in APIS:
+        old = state.pending.add(corr, msg)
+        if old is not None and old.info.get("corr") != corr and old.info.get("op_code") in APIS:
             state.drop(old.info["corr"], old.info["op_code"], old.info["version"])
-        self._body(msg, r, hdr.api_key, hdr.api_version, True, opts, state)
+        self._body(msg, r, api_key, version, True, opts, state)
 
     def _response(self, msg: Message, r: WireReader, state: KafkaConversation, opts: Options) -> None:
         msg.kind = "response"
@@ -243,7 +248,10 @@ class KafkaDissector:
         _, hfield = read_response_header(r, response_header_version(api_key, version))
         msg.fields.append(hfield)
         name = api_name(api_key)
-        msg.info.update(op=name, op_code=api_key, version=version)
+        info = msg.info
+        info["op"] = name
+        info["op_code"] = api_key
+        info["version"] = version
         msg.summary = f"{name} v{version} response corr={corr}"
         self._body(msg, r, api_key, version, False, opts, state)
 

@@ -62,8 +62,18 @@ def compile_message(message: str, version: int, flexible: bool) -> Dec:
     return _struct("body", fields, version, flexible, message, "")[0]
 
 
+# The plans plan_for gave, by (API key, version, is_request): one dict lookup a message. As many
+# as the tables have versions: its callers ask for none newer than the newest known.
+_PLANS: dict[tuple[int, int, bool], Dec] = {}
+
+
 def plan_for(api_key: int, version: int, is_request: bool) -> Dec:
-    return compile_message(message_name(api_key, is_request), version, is_flexible(api_key, version))
+    key = (api_key, version, is_request)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = compile_message(message_name(api_key, is_request), version,
+                                             is_flexible(api_key, version))
+    return plan
 
 
 def _in(v: int, lo: int, hi: int) -> bool:

@@ -52,19 +52,19 @@ def builders(kind: str) -> Iterator[None]:
     fns = PURE if kind == "pure" else COMPILED
     saved_ops = {n: getattr(ops, n) for n in NAMES}
     saved_scalars = dict(plan._SCALARS)
-    saved_compile = plan.compile_message
+    saved_compile, saved_plans = plan.compile_message, plan._PLANS
     try:
         for n in NAMES:
             setattr(ops, n, fns[n])
         for typ, make in saved_scalars.items():
             plan._SCALARS[typ] = fns[make.__name__]
-        plan.compile_message = _COMPILE[kind]
+        plan.compile_message, plan._PLANS = _COMPILE[kind], {}
         yield
     finally:
         for n, f in saved_ops.items():
             setattr(ops, n, f)
         plan._SCALARS.update(saved_scalars)
-        plan.compile_message = saved_compile
+        plan.compile_message, plan._PLANS = saved_compile, saved_plans
 
 
 class LogBudget(Budget):
