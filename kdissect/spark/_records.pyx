@@ -1,4 +1,4 @@
-"""Compiled twin of `extract` in kdissect/spark/records.py (see kdissect/accel.py): the same
+"""Compiled twin of `record_values` in kdissect/spark/records.py (see kdissect/accel.py): the same
 records, column for column and type for type, for every message.
 
 The rules are records.py's, read from its tables. The difference is how a tree is read: Field
@@ -422,7 +422,7 @@ cdef object _codec(list lv, _Where where):
     return None if bits is None else KAFKA_CODECS.get(bits & 0x07, f"codec{bits & 0x07}")
 
 
-cdef dict _record(object index, object f, _Where where, object max_bytes):
+cdef tuple _record(object index, object f, _Where where, object max_bytes):
     lv = _levels(f)
     topic = _scalar(lv, RECORD_TOPIC)
     part = _scalar(lv, RECORD_PARTITION)
@@ -433,33 +433,33 @@ cdef dict _record(object index, object f, _Where where, object max_bytes):
     producer = _fact(lv, where, PRODUCER_ID)
     base = _sequence(_fact(lv, where, BASE_SEQUENCE))
     headers = _nearest(lv, HEADER_NAMES)
-    return {
-        "index": index,
-        "topic": _text(where.topic if topic is None else topic, max_bytes),
-        "partition": _int32(where.partition if part is None else part),
-        "offset": _int64(_scalar(lv, OFFSET_NAMES)),
-        "timestamp_ms": ms,
-        "timestamp": None if ms is None or ms > MAX_TIMESTAMP_MS else ms * 1000,
-        "key": key,
-        "key_text": _utf8(key),
-        "value": raw,
-        "value_text": _utf8(raw),
-        "value_size": None if raw is None else len(raw),
-        "headers": [] if headers is None or type(headers) is _Leaf
+    return (  # in COLUMNS' order
+        index,
+        _text(where.topic if topic is None else topic, max_bytes),
+        _int32(where.partition if part is None else part),
+        _int64(_scalar(lv, OFFSET_NAMES)),
+        ms,
+        None if ms is None or ms > MAX_TIMESTAMP_MS else ms * 1000,
+        key,
+        _utf8(key),
+        raw,
+        _utf8(raw),
+        None if raw is None else len(raw),
+        [] if headers is None or type(headers) is _Leaf
         else list(_pure_headers(headers, max_bytes).items()),
-        "producer_id": _int64(where.producer if producer is None else producer),
-        "producer_epoch": _int32(_fact(lv, where, PRODUCER_EPOCH)),
-        "base_sequence": base,
-        "sequence": _record_sequence(lv, base),
-        "compression": _codec(lv, where),
-        "ledger_id": _int64(_fact(lv, where, LEDGER_ID)),
-        "entry_id": _int64(_fact(lv, where, ENTRY_ID)),
-        "batch_index": _int32(_scalar(lv[:1], BATCH_INDEX)) if where.in_array else None,
-    }
+        _int64(where.producer if producer is None else producer),
+        _int32(_fact(lv, where, PRODUCER_EPOCH)),
+        base,
+        _record_sequence(lv, base),
+        _codec(lv, where),
+        _int64(_fact(lv, where, LEDGER_ID)),
+        _int64(_fact(lv, where, ENTRY_ID)),
+        _int32(_scalar(lv[:1], BATCH_INDEX)) if where.in_array else None,
+    )
 
 
-def extract(m, max_bytes=256):
-    """records.extract."""
+def record_values(m, max_bytes=256):
+    """records.record_values."""
     _load()
     info = m.info
     if type(info) is not dict:

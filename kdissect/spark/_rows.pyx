@@ -1,6 +1,5 @@
-"""Compiled twin of `project`, `message_row`, `transaction_row` and `columns` in kdissect/spark/rows.py
-(see kdissect/accel.py): the same rows, key for key, in the same order, value for value and
-type for type.
+"""Compiled twin of `projected`, `message_values` and `transaction_values` in
+kdissect/spark/rows.py (see kdissect/accel.py): the same rows, value for value and type for type.
 
 The rules stay rows.py's and values.py's. A protocol column's value is the first of its paths
 that holds one its type accepts; the common cases are read here (a str for a text column, an
@@ -15,13 +14,12 @@ import kdissect.spark.rows as R
 import kdissect.spark.values as V
 from kdissect import protocols
 
-cdef object _pure_project = R.project, _pure_message_row = R.message_row, _pure_transaction = R._transaction
-cdef object _pure_columns = R.columns
+cdef object _pure_projected = R.projected, _pure_message_values = R.message_values
+cdef object _pure_transaction = R._transaction
 cdef object _compiled = R._compiled
 cdef dict _COMPILED = R._COMPILED
 cdef dict STATUS = R.STATUS
 cdef object message_dict = R.message_dict
-cdef object extract = R.extract
 cdef object walk = V.walk
 cdef object json_text = V.json_text
 cdef object quote = V._quote
@@ -60,42 +58,28 @@ cdef object _convert(object conv, object t, object v):
     return conv(v)
 
 
-def project(c, fields, info):
-    """A protocol struct: per column, the first path holding a value of the column's type."""
-    if type(c) is not tuple or type(fields) is not dict or type(info) is not dict or len(_empty(c)) != len(c):
-        return _pure_project(c, fields, info)  # (the last: two columns of one name)
-    return _project(<tuple>c, <dict>fields, <dict>info)
+def projected(c, fields, info):
+    """A protocol struct's values: per column, the first path holding a value of the column's
+    type."""
+    if type(c) is not tuple or type(fields) is not dict or type(info) is not dict:
+        return _pure_projected(c, fields, info)
+    return _projected(<tuple>c, <dict>fields, <dict>info)
 
 
-cdef dict _EMPTY = {}  # id of a projection -> (the projection, its struct with every column None)
-
-
-cdef dict _empty(tuple c):
-    """The struct of projection c with every column None, copied to make each of its rows:
-    most columns of a message are None, and a copy of a dict of the right size costs less
-    than growing one."""
-    held = _EMPTY.get(id(c))
-    if held is not None and (<tuple?>held)[0] is c:
-        return (<tuple?>held)[1]
-    if len(_EMPTY) > 64:
-        _EMPTY.clear()
-    empty = {col[0]: None for col in c}
-    _EMPTY[id(c)] = (c, empty)
-    return empty
-
-
-cdef dict _project(tuple c, dict fields, dict info):
-    cdef dict out = _empty(c).copy()
+cdef tuple _projected(tuple c, dict fields, dict info):
+    cdef Py_ssize_t i, n = len(c)
     cdef tuple path, col
-    for col in c:
+    cdef list out = [None] * n
+    for i in range(n):
+        col = <tuple?>c[i]
         for path in <tuple?>col[1]:
             v = info.get(path[1][0]) if path[0] else _walk(fields, <tuple?>path[1])
             if v is not None:
                 value = _convert(col[2], col[3], v)
                 if value is not None:
-                    out[col[0]] = value
+                    out[i] = value
                     break
-    return out
+    return tuple(out)
 
 
 cdef list _json_map(dict d):
@@ -116,43 +100,43 @@ cdef list _json_map(dict d):
     return out
 
 
-def message_row(m, max_bytes=256, d=None):
+def message_values(m, max_bytes=256, d=None):
     """The `messages` row of m (d: its message_dict, when already made)."""
     d = d if d is not None else message_dict(m, max_bytes)
     info, fields = d["info"], d["fields"]
     if type(info) is not dict:
-        return _pure_message_row(m, max_bytes, d)
+        return _pure_message_values(m, max_bytes, d)
+    capture = m.capture
     ts = d["ts"]
     us = round(ts * 1_000_000)
-    row = {
-        "capture": m.capture,
-        "frame": d["frame"],
-        "frames": d["frames"],
-        "ts": ts,
-        "ts_us": us,
-        "ts_ns": round(ts * 1_000_000_000),
-        "time": us,
-        "stream": d["stream"],
-        "src": d["src"],
-        "dst": d["dst"],
-        "protocol": d["protocol"],
-        "kind": d["kind"],
-        "summary": d["summary"],
-        "length": d["length"],
-        "op": text((<dict>info).get("op")),
-        "op_code": int32((<dict>info).get("op_code")),
-        "version": int32((<dict>info).get("version")),
-        "corr": text((<dict>info).get("corr")),
-        "error_code": int32((<dict>info).get("error_code")),
-        "error": text((<dict>info).get("error")),
-        "topic": text((<dict>info).get("topic")),
-        "info": _json_map(<dict>info),
-        "fields": json_text(fields),
-        "diagnostics": d["diagnostics"],
-        "match": d["match"],
-        "tls": d.get("tls"),
-        "date": utc_date(ts),
-    }
+    cdef list row = [
+        capture,
+        d["frame"],
+        d["frames"],
+        ts,
+        us,
+        round(ts * 1_000_000_000),
+        us,
+        d["stream"],
+        d["src"],
+        d["dst"],
+        d["protocol"],
+        d["kind"],
+        d["summary"],
+        d["length"],
+        text((<dict>info).get("op")),
+        int32((<dict>info).get("op_code")),
+        int32((<dict>info).get("version")),
+        text((<dict>info).get("corr")),
+        int32((<dict>info).get("error_code")),
+        text((<dict>info).get("error")),
+        text((<dict>info).get("topic")),
+        _json_map(<dict>info),
+        json_text(fields),
+        d["diagnostics"],
+        d["match"],
+        d.get("tls"),
+    ]
     protocol = m.protocol
     for proto in protocols.dissectors():
         name = proto.name
@@ -160,14 +144,15 @@ def message_row(m, max_bytes=256, d=None):
             c = _COMPILED.get(name)
             if c is None:
                 c = _compiled(name, proto.columns)
-            row[name] = project(c, fields, info)
+            row.append(projected(c, fields, info))
         else:
-            row[name] = None
-    return row
+            row.append(None)
+    row.append(utc_date(ts))
+    return tuple(row)
 
 
-def transaction_row(m):
-    """The `transactions` row m stands for (rows.transaction_row)."""
+def transaction_values(m):
+    """The `transactions` row m stands for (rows.transaction_values)."""
     kind = m.kind
     if kind == "response":
         return _transaction(m.peer, m)
@@ -181,7 +166,7 @@ cdef object _fact(dict qinfo, dict rinfo, str name):
     return rinfo.get(name) if v is None else v
 
 
-cdef dict _transaction(object req, object resp):
+cdef tuple _transaction(object req, object resp):
     first = req if req is not None else resp
     rinfo = resp.info if resp is not None else {}
     qinfo = req.info if req is not None else {}
@@ -189,57 +174,36 @@ cdef dict _transaction(object req, object resp):
         return _pure_transaction(req, resp)
     match = resp.match if resp is not None and req is not None else None
     rtt = match.rtt if match is not None else None
-    row = {
-        "capture": first.capture,
-        "stream": first.stream,
-        "protocol": first.protocol,
-        "status": STATUS[(req is not None, resp is not None)],
-        "op": text(_fact(qinfo, rinfo, "op")),
-        "op_code": int32(_fact(qinfo, rinfo, "op_code")),
-        "version": int32(_fact(qinfo, rinfo, "version")),
-        "corr": text(_fact(qinfo, rinfo, "corr")),
-        "topic": text(_fact(qinfo, rinfo, "topic")),
-        "client": req.src if req is not None else first.dst,
-        "server": req.dst if req is not None else first.src,
-        "expects_response": req.expects_response if req is not None else None,
-    }
-    _side(row, "request_frame", "request_ts", "request_time", "request_summary", "request_length", req)
-    _side(row, "response_frame", "response_ts", "response_time", "response_summary", "response_length", resp)
+    cdef tuple q = _side(req), r = _side(resp)
     ts = first.ts
-    row["time"] = round(ts * 1_000_000)
-    row["rtt_ms"] = None if rtt is None else round(rtt * 1000.0, 3)
-    row["error_code"] = int32(rinfo.get("error_code"))
-    row["error"] = text(rinfo.get("error"))
-    row["date"] = utc_date(ts)
-    return row
+    return (
+        first.capture,
+        first.stream,
+        first.protocol,
+        STATUS[(req is not None, resp is not None)],
+        text(_fact(qinfo, rinfo, "op")),
+        int32(_fact(qinfo, rinfo, "op_code")),
+        int32(_fact(qinfo, rinfo, "version")),
+        text(_fact(qinfo, rinfo, "corr")),
+        text(_fact(qinfo, rinfo, "topic")),
+        req.src if req is not None else first.dst,
+        req.dst if req is not None else first.src,
+        req.expects_response if req is not None else None,
+        q[0], r[0], q[1], r[1], q[2], r[2],
+        round(ts * 1_000_000),
+        None if rtt is None else round(rtt * 1000.0, 3),
+        int32(rinfo.get("error_code")),
+        text(rinfo.get("error")),
+        q[3], r[3], q[4], r[4],
+        utc_date(ts),
+    )
 
 
-cdef void _side(dict row, str frame, str ts, str time, str summary, str length, object m):
+cdef tuple NO_SIDE = R.NO_SIDE
+
+
+cdef tuple _side(object m):
     if m is None:
-        row[frame] = None
-        row[ts] = None
-        row[time] = None
-        row[summary] = None
-        row[length] = None
-        return
+        return NO_SIDE
     t = m.ts
-    row[frame] = m.frame
-    row[ts] = round(t, 9)
-    row[time] = round(t * 1_000_000)
-    row[summary] = m.summary
-    row[length] = len(m.data)
-
-
-def columns(list rows, list names):
-    """The rows' values column by column: one dict lookup in C a value, a row at a time (rows
-    that are not dicts take rows.py's own loop)."""
-    cdef list out = [[] for _ in names]
-    cdef Py_ssize_t j, k = len(names)
-    cdef object row
-    for row in rows:
-        if type(row) is not dict:
-            return _pure_columns(rows, names)
-    for row in rows:
-        for j in range(k):
-            (<list>out[j]).append((<dict>row).get(names[j]))
-    return out
+    return (m.frame, round(t, 9), round(t * 1_000_000), m.summary, len(m.data))

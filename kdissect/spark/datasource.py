@@ -43,8 +43,8 @@ from kdissect.dissect.base import DEFAULT_OPTIONS, MAX_DECOMPRESSED
 from kdissect.errors import UsageError
 from kdissect.protocols import parse_decode_as
 from kdissect.spark.inputs import python_files
-from kdissect.spark.rows import Row
-from kdissect.spark.schema import LAYERS, PARTITION_COLUMNS, layer_ddl
+from kdissect.spark.rows import Values
+from kdissect.spark.schema import LAYERS, PARTITION_COLUMNS, layer_columns, layer_ddl
 from kdissect.spark.units import Unit, plan
 from kdissect.spark.worker import Config, RowTest, compiled_filter, read_unit
 
@@ -156,8 +156,11 @@ class PushdownReader(KdissectReader):
         if not conditions:
             return None
 
-        def test(row: Row) -> bool:
-            return all(row[name] is not None and met(row[name], value) for name, met, value in conditions)
+        names = [name for name, _ in layer_columns(self.layer)]
+        at = tuple((names.index(name), met, value) for name, met, value in conditions)
+
+        def test(row: Values) -> bool:
+            return all(row[i] is not None and met(row[i], value) for i, met, value in at)
         return test
 
 

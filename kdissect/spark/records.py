@@ -16,8 +16,8 @@ The rules, by field name and hint only:
   attributes, not its records' own);
 - the other columns are the nearest field with one of the names in the tables below.
 
-COLUMNS is the one list of the record columns and their types; `extract` gives one dict per
-record keyed by exactly those names.
+COLUMNS is the one list of the record columns and their types; `record_values` gives one tuple
+per record of values in that order, `extract` the same records as dicts keyed by those names.
 """
 
 from __future__ import annotations
@@ -82,7 +82,11 @@ COLUMNS: Columns = (
     ("batch_index", "int"),
 )
 
+NAMES = tuple(name for name, _ in COLUMNS)
+KEY_AT, VALUE_AT = NAMES.index("key"), NAMES.index("value")
+
 Record = dict[str, Any]
+Values = tuple[Any, ...]  # a record's values in the order of COLUMNS
 
 
 Levels = list[dict[str, Field]]
@@ -102,6 +106,11 @@ class _Where:
 
 def extract(m: Message, max_bytes: int = 256) -> list[Record]:
     """The records m carries, in order: one dict per record, keyed by COLUMNS' names."""
+    return [dict(zip(NAMES, r, strict=True)) for r in record_values(m, max_bytes)]
+
+
+def record_values(m: Message, max_bytes: int = 256) -> list[Values]:
+    """The records m carries, in order: one tuple per record, its values in COLUMNS' order."""
     where = _Where(_first(m.info, INFO_TOPIC), _first(m.info, INFO_PARTITION),
                    producer=_first(m.info, INFO_PRODUCER))
     root = Field("", None, 0, len(m.data), m.fields, STRUCT)
@@ -218,7 +227,7 @@ def _single_value(root: Field) -> Field | None:
     return v if v is not None and v.hint == BYTES else None
 
 
-def _record(index: int, f: Field, where: _Where, max_bytes: int) -> Record:
+def _record(index: int, f: Field, where: _Where, max_bytes: int) -> Values:
     lv = _levels(f)
     topic = _scalar(lv, RECORD_TOPIC)
     part = _scalar(lv, RECORD_PARTITION)
@@ -228,28 +237,28 @@ def _record(index: int, f: Field, where: _Where, max_bytes: int) -> Record:
     ms = _timestamp(lv)
     producer = _fact(lv, where, PRODUCER_ID)
     base = _sequence(_fact(lv, where, BASE_SEQUENCE))
-    return {
-        "index": index,
-        "topic": _text(where.topic if topic is None else topic, max_bytes),
-        "partition": as_int(where.partition if part is None else part),
-        "offset": as_bigint(_scalar(lv, OFFSET_NAMES)),
-        "timestamp_ms": ms,
-        "timestamp": None if ms is None or ms > MAX_TIMESTAMP_MS else ms * 1000,
-        "key": key,
-        "key_text": _utf8(key),
-        "value": raw,
-        "value_text": _utf8(raw),
-        "value_size": None if raw is None else len(raw),
-        "headers": list(_headers(_nearest(lv, HEADER_NAMES), max_bytes).items()),
-        "producer_id": as_bigint(where.producer if producer is None else producer),
-        "producer_epoch": as_int(_fact(lv, where, PRODUCER_EPOCH)),
-        "base_sequence": base,
-        "sequence": _record_sequence(lv, base),
-        "compression": _codec(lv, where),
-        "ledger_id": as_bigint(_fact(lv, where, LEDGER_ID)),
-        "entry_id": as_bigint(_fact(lv, where, ENTRY_ID)),
-        "batch_index": as_int(_scalar(lv[:1], BATCH_INDEX)) if where.in_array else None,
-    }
+    return (  # in COLUMNS' order
+        index,
+        _text(where.topic if topic is None else topic, max_bytes),
+        as_int(where.partition if part is None else part),
+        as_bigint(_scalar(lv, OFFSET_NAMES)),
+        ms,
+        None if ms is None or ms > MAX_TIMESTAMP_MS else ms * 1000,
+        key,
+        _utf8(key),
+        raw,
+        _utf8(raw),
+        None if raw is None else len(raw),
+        list(_headers(_nearest(lv, HEADER_NAMES), max_bytes).items()),
+        as_bigint(where.producer if producer is None else producer),
+        as_int(_fact(lv, where, PRODUCER_EPOCH)),
+        base,
+        _record_sequence(lv, base),
+        _codec(lv, where),
+        as_bigint(_fact(lv, where, LEDGER_ID)),
+        as_bigint(_fact(lv, where, ENTRY_ID)),
+        as_int(_scalar(lv[:1], BATCH_INDEX)) if where.in_array else None,
+    )
 
 
 def _timestamp(lv: Levels) -> int | None:
@@ -330,4 +339,4 @@ def _headers(f: Field | None, max_bytes: int) -> dict[str, bytes | None]:
     return out
 
 
-accel.bind(globals(), "kdissect.spark._records", ("extract",))
+accel.bind(globals(), "kdissect.spark._records", ("record_values",))

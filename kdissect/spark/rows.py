@@ -1,4 +1,9 @@
-"""Message -> table rows (dicts keyed by the columns of kdissect.spark.schema). Pure Python.
+"""Message -> table rows. Pure Python.
+
+A row is a tuple of values in the order of its table's columns (kdissect.spark.schema), a
+protocol struct or a record a tuple in the order of its own columns: what the executors turn
+into Arrow batches, column by column. `message_row`, `transaction_row`, `record_rows` and
+`combined_row` give the same rows as dicts keyed by column name, for reading.
 
 Everything a row says comes from kdissect.render.jsonout.message_dict, the export contract:
 `fields` is the export's fields object as JSON text, `info` a map of the export's info object
@@ -15,7 +20,8 @@ from kdissect import accel, protocols
 from kdissect.dissect.base import Projection
 from kdissect.model import Message
 from kdissect.render.jsonout import message_dict
-from kdissect.spark.records import extract
+from kdissect.spark import records
+from kdissect.spark.schema import RECORD_COLUMNS, TRANSACTION_COLUMNS, message_columns
 from kdissect.spark.sqltypes import SqlType
 from kdissect.spark.values import (
     Path,
@@ -29,7 +35,8 @@ from kdissect.spark.values import (
     walk,
 )
 
-Row = dict[str, Any]
+Row = dict[str, Any]  # a row as a dict, keyed by column name
+Values = tuple[Any, ...]  # a row as values, in the order of its columns
 
 
 def micros(ts: float) -> int:
@@ -59,10 +66,11 @@ def _compiled(name: str, p: Projection) -> Compiled:
     return c
 
 
-def project(c: Compiled, fields: dict[str, Any], info: dict[str, Any]) -> Row:
-    """A protocol struct: per column, the first path holding a value of the column's type."""
-    out: Row = {}
-    for name, paths, conv, _ in c:
+def projected(c: Compiled, fields: dict[str, Any], info: dict[str, Any]) -> Values:
+    """A protocol struct's values: per column, the first path holding a value of the column's
+    type."""
+    out = []
+    for _, paths, conv, _ in c:
         value = None
         for in_info, parts in paths:
             v = info.get(parts[0]) if in_info else walk(fields, parts)
@@ -70,57 +78,48 @@ def project(c: Compiled, fields: dict[str, Any], info: dict[str, Any]) -> Row:
                 value = conv(v)
                 if value is not None:
                     break
-        out[name] = value
-    return out
+        out.append(value)
+    return tuple(out)
 
 
-def message_row(m: Message, max_bytes: int = 256, d: dict[str, Any] | None = None) -> Row:
+def project(c: Compiled, fields: dict[str, Any], info: dict[str, Any]) -> Row:
+    """A protocol struct as a dict."""
+    return dict(zip((col[0] for col in c), projected(c, fields, info), strict=True))
+
+
+def message_values(m: Message, max_bytes: int = 256, d: dict[str, Any] | None = None) -> Values:
     """The `messages` row of m (d: its message_dict, when already made)."""
     d = d if d is not None else message_dict(m, max_bytes)
     info, fields = d["info"], d["fields"]
     ts = d["ts"]
-    row: Row = {
-        "capture": m.capture,
-        "frame": d["frame"],
-        "frames": d["frames"],
-        "ts": ts,
-        "ts_us": micros(ts),
-        "ts_ns": nanos(ts),
-        "time": micros(ts),
-        "stream": d["stream"],
-        "src": d["src"],
-        "dst": d["dst"],
-        "protocol": d["protocol"],
-        "kind": d["kind"],
-        "summary": d["summary"],
-        "length": d["length"],
-        **_facts(info),
-        "info": json_map(info),
-        "fields": json_text(fields),
-        "diagnostics": d["diagnostics"],
-        "match": d["match"],
-        "tls": d.get("tls"),
-        "date": utc_date(ts),
-    }
-    for proto in protocols.dissectors():
-        mine = proto.name == m.protocol
-        row[proto.name] = project(_compiled(proto.name, proto.columns), fields, info) if mine else None
+    return (
+        m.capture, d["frame"], d["frames"], ts, micros(ts), nanos(ts), micros(ts), d["stream"], d["src"],
+        d["dst"], d["protocol"], d["kind"], d["summary"], d["length"],
+        as_text(info.get("op")), as_int(info.get("op_code")), as_int(info.get("version")),
+        as_text(info.get("corr")), as_int(info.get("error_code")), as_text(info.get("error")),
+        as_text(info.get("topic")),
+        json_map(info), json_text(fields), d["diagnostics"], d["match"], d.get("tls"),
+        *(projected(_compiled(p.name, p.columns), fields, info) if p.name == m.protocol else None
+          for p in protocols.dissectors()),
+        utc_date(ts),
+    )
+
+
+def message_row(m: Message, max_bytes: int = 256, d: dict[str, Any] | None = None) -> Row:
+    """The `messages` row of m as a dict (its protocol's struct a dict too)."""
+    row = dict(zip(_names(message_columns()), message_values(m, max_bytes, d), strict=True))
+    for p in protocols.dissectors():
+        v = row[p.name]
+        if v is not None:
+            row[p.name] = dict(zip((col[0] for col in p.columns), v, strict=True))
     return row
 
 
-def _facts(info: dict[str, Any]) -> Row:
-    return {
-        "op": as_text(info.get("op")),
-        "op_code": as_int(info.get("op_code")),
-        "version": as_int(info.get("version")),
-        "corr": as_text(info.get("corr")),
-        "error_code": as_int(info.get("error_code")),
-        "error": as_text(info.get("error")),
-        "topic": as_text(info.get("topic")),
-    }
+def _names(cols: tuple[tuple[str, Any], ...]) -> tuple[str, ...]:
+    return tuple(name for name, _ in cols)
 
 
-def transaction_row(m: Message) -> Row | None:
+def transaction_values(m: Message) -> Values | None:
     """The `transactions` row m stands for: a response (`answered` when its request was
     captured, else `no-request`), or a request nothing answered (`unanswered`); None for a
     request whose response has the row, and for events."""
@@ -131,7 +130,16 @@ def transaction_row(m: Message) -> Row | None:
     return None
 
 
-def _transaction(req: Message | None, resp: Message | None) -> Row:
+def transaction_row(m: Message) -> Row | None:
+    """transaction_values as a dict."""
+    v = transaction_values(m)
+    return None if v is None else dict(zip(TRANSACTION_NAMES, v, strict=True))
+
+
+TRANSACTION_NAMES = _names(TRANSACTION_COLUMNS)
+
+
+def _transaction(req: Message | None, resp: Message | None) -> Values:
     first = req if req is not None else resp
     assert first is not None
     rinfo = resp.info if resp is not None else {}
@@ -143,80 +151,72 @@ def _transaction(req: Message | None, resp: Message | None) -> Row:
 
     match = resp.match if resp is not None and req is not None else None
     rtt = match.rtt if match is not None else None
-    return {
-        "capture": first.capture,
-        "stream": first.stream,
-        "protocol": first.protocol,
-        "status": STATUS[(req is not None, resp is not None)],
-        "op": as_text(fact("op")),
-        "op_code": as_int(fact("op_code")),
-        "version": as_int(fact("version")),
-        "corr": as_text(fact("corr")),
-        "topic": as_text(fact("topic")),
-        "client": req.src if req is not None else first.dst,
-        "server": req.dst if req is not None else first.src,
-        "expects_response": req.expects_response if req is not None else None,
-        **_side("request", req),
-        **_side("response", resp),
-        "time": micros(first.ts),
-        "rtt_ms": None if rtt is None else round(rtt * 1000.0, 3),
-        "error_code": as_int(rinfo.get("error_code")),
-        "error": as_text(rinfo.get("error")),
-        "date": utc_date(first.ts),
-    }
+    q, r = _side(req), _side(resp)
+    return (
+        first.capture, first.stream, first.protocol, STATUS[(req is not None, resp is not None)],
+        as_text(fact("op")), as_int(fact("op_code")), as_int(fact("version")), as_text(fact("corr")),
+        as_text(fact("topic")),
+        req.src if req is not None else first.dst,  # client
+        req.dst if req is not None else first.src,  # server
+        req.expects_response if req is not None else None,
+        q[0], r[0], q[1], r[1], q[2], r[2],  # request_ and response_ frame, ts, time
+        micros(first.ts),
+        None if rtt is None else round(rtt * 1000.0, 3),
+        as_int(rinfo.get("error_code")), as_text(rinfo.get("error")),
+        q[3], r[3], q[4], r[4],  # request_ and response_ summary, length
+        utc_date(first.ts),
+    )
 
 
 STATUS = {(True, True): "answered", (True, False): "unanswered", (False, True): "no-request"}
+NO_SIDE = (None, None, None, None, None)
 
 
-def _side(name: str, m: Message | None) -> Row:
-    """The request_* or response_* columns of a transaction (None when that side is missing)."""
+def _side(m: Message | None) -> Values:
+    """A transaction's frame, ts, time, summary and length of one side (None when missing)."""
     if m is None:
-        return {f"{name}_frame": None, f"{name}_ts": None, f"{name}_time": None,
-                f"{name}_summary": None, f"{name}_length": None}
-    return {f"{name}_frame": m.frame, f"{name}_ts": round(m.ts, 9), f"{name}_time": micros(m.ts),
-            f"{name}_summary": m.summary, f"{name}_length": len(m.data)}
+        return NO_SIDE
+    return m.frame, round(m.ts, 9), micros(m.ts), m.summary, len(m.data)
 
 
-def record_rows(m: Message, max_bytes: int = 256) -> list[Row]:
-    """The `records` rows of m."""
-    recs = extract(m, max_bytes)
+def record_layer_values(m: Message, max_bytes: int = 256) -> list[Values]:
+    """The `records` rows of m: each record's message columns, its own, and the date."""
+    recs = records.record_values(m, max_bytes)
     if not recs:
         return []
     ts = round(m.ts, 9)
-    common: Row = {
-        "capture": m.capture, "frame": m.frame, "stream": m.stream, "ts": ts, "ts_us": micros(ts),
-        "time": micros(ts), "protocol": m.protocol, "kind": m.kind, "op": as_text(m.info.get("op")),
-        "src": m.src, "dst": m.dst, "date": utc_date(ts),
-    }
-    return [{**common, **r} for r in recs]
+    common = (m.capture, m.frame, m.stream, ts, micros(ts), micros(ts), m.protocol, m.kind,
+              as_text(m.info.get("op")), m.src, m.dst)
+    date = (utc_date(ts),)
+    return [common + r + date for r in recs]
 
 
-def payload_bytes(row: Row) -> int:
-    """The key and value bytes a row holds (in its records, for a combined row)."""
-    recs = row.get("_records", (row,))
-    return sum(len(r.get("value") or b"") + len(r.get("key") or b"") for r in recs)
+def record_rows(m: Message, max_bytes: int = 256) -> list[Row]:
+    """record_layer_values as dicts."""
+    names = _names(RECORD_COLUMNS)
+    return [dict(zip(names, r, strict=True)) for r in record_layer_values(m, max_bytes)]
 
 
-def columns(rows: list[Row], names: list[str]) -> list[list[Any]]:
-    """The rows' values column by column (None where a row has no such key)."""
-    return [[row.get(name) for row in rows] for name in names]
+def combined_values(m: Message, max_bytes: int = 256) -> Values:
+    """One pass for all three tables (schema.combined_columns): the message row, its records
+    (their own columns) and its transaction."""
+    return (*message_values(m, max_bytes), records.record_values(m, max_bytes), transaction_values(m))
 
 
 def combined_row(m: Message, max_bytes: int = 256) -> Row:
-    """One pass for all three tables: the message row with its records (their own columns:
-    schema.combined_columns) and transaction."""
+    """combined_values as a dict (records and transaction as dicts too)."""
     row = message_row(m, max_bytes)
-    row["_records"] = extract(m, max_bytes)
+    row["_records"] = records.extract(m, max_bytes)
     row["_transaction"] = transaction_row(m)
     return row
 
 
+# The rows of the data source's layers (schema.layer_columns).
 LAYER_ROWS = {
-    "messages": lambda m, mb: [message_row(m, mb)],
-    "transactions": lambda m, mb: [r for r in (transaction_row(m),) if r is not None],
-    "records": record_rows,
+    "messages": lambda m, mb: [message_values(m, mb)],
+    "transactions": lambda m, mb: [r for r in (transaction_values(m),) if r is not None],
+    "records": record_layer_values,
 }
 
 
-accel.bind(globals(), "kdissect.spark._rows", ("project", "message_row", "transaction_row", "columns"))
+accel.bind(globals(), "kdissect.spark._rows", ("projected", "message_values", "transaction_values"))

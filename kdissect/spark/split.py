@@ -47,7 +47,7 @@ from kdissect.dissect.base import CaptureState, Lessons
 from kdissect.model import Message
 from kdissect.spark import worker
 from kdissect.spark.progress import Counters
-from kdissect.spark.rows import combined_row
+from kdissect.spark.rows import combined_values
 from kdissect.spark.schema import combined_columns
 from kdissect.spark.sqltypes import Columns, arrow_schema, ddl
 from kdissect.spark.tablefiles import Writing
@@ -514,7 +514,7 @@ def decode_groups(cfg: Config, paths: Sequence[str], t: Any, counters: Counters 
     """The second pass: each group dissected once, with the capture's stream numbers and what
     its other conversations taught (t: a broadcast Taught)."""
     def task(batches: Iterator[Any]) -> Iterator[Any]:
-        rows = (combined_row(m, cfg.max_bytes) for m in _messages(batches, cfg, paths, t.value))
+        rows = (combined_values(m, cfg.max_bytes) for m in _messages(batches, cfg, paths, t.value))
         out = worker.batches(rows, combined_columns())
         yield from out if counters is None else counters.counted(out, ())
     return task

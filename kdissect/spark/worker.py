@@ -21,7 +21,8 @@ from typing import Any
 from kdissect.dissect.base import Options
 from kdissect.model import Message
 from kdissect.protocols import DissectorRegistry
-from kdissect.spark.rows import LAYER_ROWS, Row, columns, combined_row, payload_bytes
+from kdissect.spark.records import KEY_AT, VALUE_AT
+from kdissect.spark.rows import LAYER_ROWS, Values, combined_values
 from kdissect.spark.schema import combined_columns, layer_columns
 from kdissect.spark.sqltypes import Columns, arrow_schema
 from kdissect.spark.units import Piece, Unit, share_filter
@@ -125,33 +126,35 @@ def _fewer_collections() -> Iterator[None]:
         gc.set_threshold(*saved)
 
 
-def batches(rows: Iterable[Row], cols: Columns) -> Iterator[Any]:
-    """Rows as Arrow record batches of the table's schema, of at most BATCH_ROWS rows,
-    BATCH_BYTES of record keys and values (a record's exact bytes may be megabytes) and
-    BATCH_RECORDS records, past the row that reaches a bound."""
+def batches(rows: Iterable[Values], cols: Columns) -> Iterator[Any]:
+    """Rows (tuples of values in the order of cols) as Arrow record batches of the table's
+    schema, of at most BATCH_ROWS rows, BATCH_BYTES of record keys and values (a record's exact
+    bytes may be megabytes) and BATCH_RECORDS records, past the row that reaches a bound."""
     with _fewer_collections():
         yield from _batches(rows, cols)
 
 
-def _batches(rows: Iterable[Row], cols: Columns) -> Iterator[Any]:
+def _batches(rows: Iterable[Values], cols: Columns) -> Iterator[Any]:
     import pyarrow as pa
 
     schema = arrow_schema(cols)
-    names = schema.names
     types = [f.type for f in schema]
+    weigh = _weigher([name for name, _ in cols])
 
-    def batch(chunk: list[Row]) -> Any:
-        # Column by column: what RecordBatch.from_pylist does, without its Python loop over every
-        # row and column.
-        arrays = [pa.array(values, type=t) for values, t in zip(columns(chunk, names), types, strict=True)]
+    def batch(chunk: list[Values]) -> Any:
+        # Column by column (the rows transposed): pyarrow converts each column's values, a
+        # struct's from its tuple, in one call.
+        arrays = [pa.array(values, type=t) for values, t in zip(zip(*chunk, strict=True), types, strict=True)]
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-    chunk: list[Row] = []
+    chunk: list[Values] = []
     held = records = 0
     for row in rows:
         chunk.append(row)
-        held += payload_bytes(row)
-        records += len(row.get("_records") or ())
+        if weigh is not None:
+            b, r = weigh(row)
+            held += b
+            records += r
         if len(chunk) >= BATCH_ROWS or held >= BATCH_BYTES or records >= BATCH_RECORDS:
             yield batch(chunk)
             chunk, held, records = [], 0, 0
@@ -159,13 +162,32 @@ def _batches(rows: Iterable[Row], cols: Columns) -> Iterator[Any]:
         yield batch(chunk)
 
 
-def layer_rows(msgs: Iterable[Message], layer: str, max_bytes: int) -> Iterator[Row]:
-    make: Callable[[Message, int], list[Row]] = LAYER_ROWS[layer]
+Weigher = Callable[[Values], tuple[int, int]]
+
+
+def _weigher(names: list[str]) -> Weigher | None:
+    """The key and value bytes a row holds and its number of records: those of its records
+    (a combined row) or its own (a record row); None for rows without records."""
+    if "_records" in names:
+        at = names.index("_records")
+
+        def records(row: Values) -> tuple[int, int]:
+            recs = row[at]
+            return sum(len(r[VALUE_AT] or b"") + len(r[KEY_AT] or b"") for r in recs), len(recs)
+        return records
+    if "key" in names and "value" in names:
+        key, value = names.index("key"), names.index("value")
+        return lambda row: (len(row[value] or b"") + len(row[key] or b""), 0)
+    return None
+
+
+def layer_rows(msgs: Iterable[Message], layer: str, max_bytes: int) -> Iterator[Values]:
+    make: Callable[[Message, int], list[Values]] = LAYER_ROWS[layer]
     for m in msgs:
         yield from make(m, max_bytes)
 
 
-RowTest = Callable[[Row], bool]
+RowTest = Callable[[Values], bool]
 
 
 def read_unit(unit: Unit, cfg: Config, layer: str, keep: RowTest | None = None) -> Iterator[Any]:
@@ -178,4 +200,4 @@ def read_unit(unit: Unit, cfg: Config, layer: str, keep: RowTest | None = None) 
 def combined(pieces: Iterable[tuple[Piece, bytes | None]], cfg: Config) -> Iterator[Any]:
     """The job's task: combined rows (messages + records + transaction) of some pieces."""
     msgs = (m for piece, content in pieces for m in messages(piece, cfg, content))
-    yield from batches((combined_row(m, cfg.max_bytes) for m in msgs), combined_columns())
+    yield from batches((combined_values(m, cfg.max_bytes) for m in msgs), combined_columns())

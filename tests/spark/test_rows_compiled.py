@@ -1,6 +1,5 @@
 """The compiled rows (kdissect/spark/_rows.pyx) against the pure ones in spark/rows.py: the same
-message rows, transaction rows and protocol structs, key for key in the same order and type for
-type, or the same exception, for every message of the captures of all four protocols (the
+message rows, transaction rows and protocol structs, value for value and type for type, or the same exception, for every message of the captures of all four protocols (the
 project's and ../shared's), and for random facts, fields and projections with values of every
 type a JSON export holds. No Spark needed.
 
@@ -8,6 +7,7 @@ Skipped when the extension is not built."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -24,10 +24,12 @@ from kdissect.pipeline import dissect_file
 from kdissect.protocols import DissectorRegistry, names
 from kdissect.render.jsonout import message_dict
 from kdissect.spark import rows
+from kdissect.spark.schema import combined_columns, message_columns
+from kdissect.spark.sqltypes import arrow_schema
 
 _twin = pytest.importorskip("kdissect.spark._rows", reason="the compiled module kdissect.spark._rows is not built")
 
-NAMES = ("project", "message_row", "transaction_row", "columns")
+NAMES = ("projected", "message_values", "transaction_values")
 PURE = {name: accel.pure("kdissect.spark.rows", name) for name in NAMES}
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -50,7 +52,7 @@ def outcome(fn: Callable[..., Any], *args: Any) -> Any:
 
 def same(name: str, *args: Any) -> Any:
     compiled = outcome(getattr(_twin, name), *args)
-    with accel.pure_functions("kdissect.spark.rows"):  # (the pure message_row calls project)
+    with accel.pure_functions("kdissect.spark.rows"):  # (the pure message_values calls projected)
         want = outcome(PURE[name], *args)
     assert compiled == want, (name, args)
     return want
@@ -75,31 +77,34 @@ def captured() -> list[Message]:
 def test_captured_messages_give_the_same_rows() -> None:
     msgs = captured()
     assert {m.protocol for m in msgs} == set(names())
+    columns = [name for name, _ in message_columns()]
     seen = set()
     for m in msgs:
-        row = same("message_row", m)
+        row = same("message_values", m)
         assert row[0] == "ok"
-        seen |= {k for k, v in row[1][1] if k in names() and v != ("NoneType", None)}
-        same("transaction_row", m)
+        seen |= {k for k, v in zip(columns, row[1][1], strict=True) if k in names() and v != ("NoneType", None)}
+        same("transaction_values", m)
     assert seen == set(names())
     for m in msgs[::5]:
-        same("message_row", m, 8, message_dict(m, 8))
+        same("message_values", m, 8, message_dict(m, 8))
 
 
-def test_captured_rows_give_the_same_columns_and_arrow_batches() -> None:
+@pytest.mark.parametrize("pure", [False, True])
+def test_captured_rows_give_the_arrow_batches_of_their_dicts(pure: bool) -> None:
+    """The batches of the rows' values are those pyarrow builds from the same rows as dicts,
+    with the twins and with the pure functions."""
     pa = pytest.importorskip("pyarrow")
-    from kdissect.spark.schema import combined_columns
-    from kdissect.spark.sqltypes import arrow_schema
     from kdissect.spark.worker import batches
 
-    table = [rows.combined_row(m) for m in captured()]
-    names_ = [*arrow_schema(combined_columns()).names, "no such column"]
-    assert same("columns", table, names_)[0] == "ok"
-    assert same("columns", [*table[:3], {"kind": 1}, "not a row"], names_)[0] == "raised"
-    # Column by column, the batches are those pyarrow builds from the rows.
     schema = arrow_schema(combined_columns())
-    got = pa.Table.from_batches(list(batches(iter(table), combined_columns())), schema=schema)
-    assert got.equals(pa.Table.from_pylist(table, schema=schema))
+    with accel.pure_functions("kdissect.spark.rows") if pure else contextlib.nullcontext(), \
+            accel.pure_functions("kdissect.spark.records") if pure else contextlib.nullcontext():
+        for max_bytes in (256, 8):
+            values = [rows.combined_values(m, max_bytes) for m in captured()]
+            table = [rows.combined_row(m, max_bytes) for m in captured()]
+            got = pa.Table.from_batches(list(batches(iter(values), combined_columns())), schema=schema)
+            assert got.equals(pa.Table.from_pylist(table, schema=schema))
+            assert got.schema == schema and got.num_rows == len(captured())
 
 
 def projections() -> list[rows.Compiled]:
@@ -120,7 +125,7 @@ TREES = st.dictionaries(st.sampled_from(KEYS), st.one_of(SCALARS, VALUES), max_s
 @SETTINGS
 @given(st.sampled_from(range(len(projections()))), TREES, TREES)
 def test_random_fields_and_info_project_the_same(which: int, fields: dict[str, Any], info: dict[str, Any]) -> None:
-    same("project", projections()[which], fields, info)
+    same("projected", projections()[which], fields, info)
 
 
 @SETTINGS
@@ -138,8 +143,8 @@ def test_random_messages_give_the_same_rows(protocol: str, kind: str, info: dict
             m.match = Match(1, "request", 1.5)
         elif answered:
             m.match = Match(9, "response", 0.000123456)
-    same("message_row", m, 256, {**message_dict(m), "fields": fields})
-    same("transaction_row", m)
+    same("message_values", m, 256, {**message_dict(m), "fields": fields})
+    same("transaction_values", m)
 
 
 def test_odd_inputs_go_to_the_pure_functions() -> None:
@@ -147,4 +152,4 @@ def test_odd_inputs_go_to_the_pure_functions() -> None:
     twice = (*c, (c[0][0], ((True, ("x",)),), *c[0][2:]))  # a column's name again, read elsewhere
     for args in ((list(c), {"x": 1}, {}), (c, [], {"op": "x"}), (c, {}, None), (twice, {}, {"x": 3}),
                  (twice, {"header": {"api_key": 1}}, {})):
-        same("project", *args)
+        same("projected", *args)

@@ -260,7 +260,7 @@ def test_parse_size_and_conf() -> None:
 
 def test_decrypted_messages_carry_their_tls_column_into_arrow() -> None:
     pytest.importorskip("pyarrow")
-    from kdissect.spark.rows import combined_row
+    from kdissect.spark.rows import combined_values
     from kdissect.spark.worker import batches
 
     path = CAPTURES / "tls" / "kafka_tls12_cbc_etm.pcap"
@@ -269,7 +269,7 @@ def test_decrypted_messages_carry_their_tls_column_into_arrow() -> None:
     tls = [rows.message_row(m)["tls"] for m in msgs]
     assert {"version": "TLS 1.2", "cipher": "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256", "sni": None} in tls
     assert None in tls  # the clear leg of the same traffic
-    table = [b for b in batches((combined_row(m) for m in msgs), combined_columns())]
+    table = [b for b in batches((combined_values(m) for m in msgs), combined_columns())]
     values = [v for b in table for v in b.column("tls").to_pylist()]
     assert values == tls
 
@@ -294,13 +294,13 @@ def test_a_batch_holds_a_bounded_number_of_records(monkeypatch: pytest.MonkeyPat
     40 rows); the rows and their records are the same."""
     pytest.importorskip("pyarrow")
     from kdissect.spark import worker
-    from kdissect.spark.rows import combined_row
+    from kdissect.spark.rows import combined_values
 
     monkeypatch.setattr(worker, "BATCH_RECORDS", 4)
     path = CAPTURES / "kafka" / "mock_ck_transactions.pcap"
     msgs = list(dissect_file(str(path), DissectorRegistry(decode_as=sidecar_decode_as(path, "kafka"))))
-    rows_ = [combined_row(m) for m in msgs]
-    counts = [len(r["_records"]) for r in rows_]
+    rows_ = [combined_values(m) for m in msgs]
+    counts = [len(r[-2]) for r in rows_]  # (the records, then the transaction)
     assert sum(counts) > 12 and max(counts) <= 4
     got = list(worker.batches(iter(rows_), combined_columns()))
     assert sum(b.num_rows for b in got) == len(rows_)

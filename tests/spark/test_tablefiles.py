@@ -69,7 +69,7 @@ def test_the_tables_hold_the_rows_of_the_single_process(tmp_path: Path) -> None:
     msgs = _messages()
     want = expected(msgs)
     files = TableFiles(str(tmp_path), "unit-00000")
-    for b in batches((rows.combined_row(m) for m in msgs), combined_columns()):
+    for b in batches((rows.combined_values(m) for m in msgs), combined_columns()):
         files.add(b)
     files.close()
     assert files.counts == {k: len(v) for k, v in want.items()}
@@ -86,7 +86,7 @@ def test_the_tables_hold_the_rows_of_the_single_process(tmp_path: Path) -> None:
 
 def test_a_task_run_again_writes_over_its_first_attempt(tmp_path: Path) -> None:
     msgs = _messages()
-    combined = list(batches((rows.combined_row(m) for m in msgs), combined_columns()))
+    combined = list(batches((rows.combined_values(m) for m in msgs), combined_columns()))
     first = TableFiles(str(tmp_path), "groups-00001")
     first.add(combined[0])  # an attempt that failed part-way
     first.close()
