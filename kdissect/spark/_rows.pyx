@@ -8,8 +8,11 @@ the column's converter, a path with "*" through values.walk. The generic info ma
 values.json_map's fast path for strings, integers, booleans and nulls, and json_text for the rest.
 """
 
+from libc.math cimport fabs
+
 from kdissect.spark._coerce cimport int32, int64, text
 
+import kdissect.render.jsonout as J
 import kdissect.spark.rows as R
 import kdissect.spark.values as V
 from kdissect import protocols
@@ -20,6 +23,7 @@ cdef object _compiled = R._compiled
 cdef dict _COMPILED = R._COMPILED
 cdef dict STATUS = R.STATUS
 cdef object message_dict = R.message_dict
+cdef object fields_dict = J.fields_dict
 cdef object walk = V.walk
 cdef object json_text = V.json_text
 cdef object quote = V._quote
@@ -101,29 +105,50 @@ cdef list _json_map(dict d):
 
 
 def message_values(m, max_bytes=256, d=None):
-    """The `messages` row of m (d: its message_dict, when already made)."""
-    d = d if d is not None else message_dict(m, max_bytes)
-    info, fields = d["info"], d["fields"]
-    if type(info) is not dict:
-        return _pure_message_values(m, max_bytes, d)
-    capture = m.capture
-    ts = d["ts"]
+    """The `messages` row of m (d: its message_dict, when already made; else the members of
+    message_dict are read from m as message_dict reads them, without the dict)."""
+    if d is None:
+        frame = m.frame
+        frames = m.frames
+        ts = round9(m.ts)
+        stream = m.stream
+        src = m.src
+        dst = m.dst
+        protocol = m.protocol
+        kind = m.kind
+        summary = m.summary
+        length = len(m.data)
+        info = {k: v for k, v in m.info.items() if v is not None}
+        fields = fields_dict(m.fields, max_bytes)
+        diagnostics = [x.to_json() for x in m.diagnostics]
+        match = m.match
+        match = match.to_json() if match else None
+        tls = m.tls
+        tls = tls.to_json() if tls is not None else None
+    else:
+        info, fields = d["info"], d["fields"]
+        if type(info) is not dict:
+            return _pure_message_values(m, max_bytes, d)
+        ts = d["ts"]
+        frame, frames, stream, src, dst = d["frame"], d["frames"], d["stream"], d["src"], d["dst"]
+        protocol, kind, summary, length = d["protocol"], d["kind"], d["summary"], d["length"]
+        diagnostics, match, tls = d["diagnostics"], d["match"], d.get("tls")
     us = round(ts * 1_000_000)
     cdef list row = [
-        capture,
-        d["frame"],
-        d["frames"],
+        m.capture,
+        frame,
+        frames,
         ts,
         us,
         round(ts * 1_000_000_000),
         us,
-        d["stream"],
-        d["src"],
-        d["dst"],
-        d["protocol"],
-        d["kind"],
-        d["summary"],
-        d["length"],
+        stream,
+        src,
+        dst,
+        protocol,
+        kind,
+        summary,
+        length,
         text((<dict>info).get("op")),
         int32((<dict>info).get("op_code")),
         int32((<dict>info).get("version")),
@@ -133,22 +158,51 @@ def message_values(m, max_bytes=256, d=None):
         text((<dict>info).get("topic")),
         _json_map(<dict>info),
         json_text(fields),
-        d["diagnostics"],
-        d["match"],
-        d.get("tls"),
+        diagnostics,
+        match,
+        tls,
     ]
-    protocol = m.protocol
+    mine = m.protocol
     for proto in protocols.dissectors():
         name = proto.name
-        if name == protocol:
+        if name == mine:
             c = _COMPILED.get(name)
             if c is None:
                 c = _compiled(name, proto.columns)
             row.append(projected(c, fields, info))
         else:
             row.append(None)
-    row.append(utc_date(ts))
+    row.append(date_of(ts))
     return tuple(row)
+
+
+cdef object round9(object t):
+    """round(t, 9): t itself for a float of 2**24 or more (its neighbours are over 2e-9 apart,
+    so the nearest double to t rounded to 9 decimals is t: every capture's times)."""
+    if type(t) is float and fabs(<double>t) >= 16777216.0:
+        return t
+    return round(t, 9)
+
+
+cdef double _day_lo = 1.0, _day_hi = 0.0  # the day of the last date_of, as [lo, hi) in seconds
+cdef object _day_date = None
+
+
+cdef object date_of(object ts):
+    """values.utc_date(ts), the date of the last call kept for the times of the same day."""
+    global _day_lo, _day_hi, _day_date
+    cdef double t = 0.0
+    if type(ts) is float:
+        t = <double>ts
+        if _day_lo <= t < _day_hi:
+            return _day_date
+    date = utc_date(ts)
+    if type(ts) is float and 0.0 <= t < 4e14:
+        day = ts // 86400
+        _day_lo = day * 86400.0
+        _day_hi = (day + 1) * 86400.0
+        _day_date = date
+    return date
 
 
 def transaction_values(m):
@@ -195,7 +249,7 @@ cdef tuple _transaction(object req, object resp):
         int32(rinfo.get("error_code")),
         text(rinfo.get("error")),
         q[3], r[3], q[4], r[4],
-        utc_date(ts),
+        date_of(ts),
     )
 
 
@@ -206,4 +260,4 @@ cdef tuple _side(object m):
     if m is None:
         return NO_SIDE
     t = m.ts
-    return (m.frame, round(t, 9), round(t * 1_000_000), m.summary, len(m.data))
+    return (m.frame, round9(t), round(t * 1_000_000), m.summary, len(m.data))
