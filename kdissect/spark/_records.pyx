@@ -422,6 +422,34 @@ cdef object _codec(list lv, _Where where):
     return None if bits is None else KAFKA_CODECS.get(bits & 0x07, f"codec{bits & 0x07}")
 
 
+cdef list _headers(object f, object max_bytes):
+    """records._headers(f, max_bytes) as a list of items: an array's elements read as the rest of
+    this module reads a tree (a struct of named values, or an array holding an array, through
+    records.py)."""
+    if f is None or type(f) is _Leaf:
+        return []
+    if not _is(_hint(f), _ARRAY):
+        return list(_pure_headers(f, max_bytes).items())
+    elements = _children(f) or ()
+    for e in elements:
+        if _is(_hint(e), _ARRAY):  # (Field.get looks into its first element)
+            return list(_pure_headers(f, max_bytes).items())
+    out = {}
+    for e in elements:
+        k = _text(_child_value(e, "key"), max_bytes)
+        if k is not None:
+            out[k] = _binary(_child_value(e, "value"))
+    return list(out.items())
+
+
+cdef object _child_value(object e, str name):
+    """e.get(name) of a node that is no array: the value of its first child of that name."""
+    for c in _children(e) or ():
+        if _name(c) == name:
+            return _value(c)
+    return None
+
+
 cdef tuple _record(object index, object f, _Where where, object max_bytes):
     lv = _levels(f)
     topic = _scalar(lv, RECORD_TOPIC)
@@ -445,8 +473,7 @@ cdef tuple _record(object index, object f, _Where where, object max_bytes):
         raw,
         _utf8(raw),
         None if raw is None else len(raw),
-        [] if headers is None or type(headers) is _Leaf
-        else list(_pure_headers(headers, max_bytes).items()),
+        _headers(headers, max_bytes),
         _int64(where.producer if producer is None else producer),
         _int32(_fact(lv, where, PRODUCER_EPOCH)),
         base,

@@ -8,6 +8,7 @@ the column's converter, a path with "*" through values.walk. The generic info ma
 values.json_map's fast path for strings, integers, booleans and nulls, and json_text for the rest.
 """
 
+from cpython.unicode cimport PyUnicode_1BYTE_DATA
 from libc.math cimport fabs
 
 from kdissect.spark._coerce cimport int32, int64, text
@@ -48,6 +49,9 @@ cdef object _walk(object node, tuple parts):
     return node
 
 
+cdef tuple STRING_ARRAY = ("array", "string")
+
+
 cdef object _convert(object conv, object t, object v):
     cdef int kind = KINDS.get(t, OTHER) if type(t) is str else OTHER
     cdef object tv = type(v)
@@ -59,7 +63,16 @@ cdef object _convert(object conv, object t, object v):
             return int32(v)
         if kind == INT64:
             return int64(v)
+    elif tv is list and t == STRING_ARRAY and _all_str(<list>v):
+        return list(<list>v)
     return conv(v)
+
+
+cdef bint _all_str(list items):
+    for x in items:
+        if type(x) is not str:
+            return False
+    return True
 
 
 def projected(c, fields, info):
@@ -86,18 +99,55 @@ cdef tuple _projected(tuple c, dict fields, dict info):
     return tuple(out)
 
 
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object o)
+
+
+cdef str _quote(str s):
+    """values._quote(s) (json's encode_basestring): an ASCII string that holds no control
+    character, quote or backslash is itself between quotes."""
+    return '"' + s + '"' if _plain(s) else quote(s)
+
+
+cdef str _string_list(list items):
+    """json_text(items): a list of strings that _quote writes as they are joined here, else
+    through json_text."""
+    cdef list quoted = []
+    for x in items:
+        if type(x) is not str or not _plain(<str>x):
+            return json_text(items)
+        quoted.append('"' + <str>x + '"')
+    return "[" + ",".join(quoted) + "]"
+
+
+cdef bint _plain(str s):
+    """Whether s is ASCII without a control character, quote or backslash: its JSON text is
+    itself between quotes."""
+    cdef Py_ssize_t i, n = len(s)
+    cdef const unsigned char* data
+    if not PyUnicode_IS_ASCII(s):
+        return False
+    data = <const unsigned char*>PyUnicode_1BYTE_DATA(s)
+    for i in range(n):
+        if data[i] < 0x20 or data[i] == 0x22 or data[i] == 0x5C:
+            return False
+    return True
+
+
 cdef list _json_map(dict d):
     cdef list out = []
     for k, v in d.items():
         tv = type(v)
         if tv is str:
-            s = quote(v)
+            s = _quote(<str>v)
         elif tv is int:
-            s = int.__repr__(v)
+            s = str(v)  # (an exact int's str is its repr)
         elif tv is bool:
             s = "true" if v else "false"
         elif v is None:
             s = "null"
+        elif tv is list:
+            s = _string_list(<list>v)
         else:
             s = json_text(v)
         out.append((k, s))
