@@ -141,10 +141,16 @@ def _batches(rows: Iterable[Values], cols: Columns) -> Iterator[Any]:
     types = [f.type for f in schema]
     weigh = _weigher([name for name, _ in cols])
 
+    def column(values: tuple[Any, ...], t: Any) -> Any:
+        # A column of nulls (the struct of a protocol the batch does not hold) is made as such.
+        if values[0] is None and values.count(None) == len(values):
+            return pa.nulls(len(values), t)
+        return pa.array(values, type=t)
+
     def batch(chunk: list[Values]) -> Any:
         # Column by column (the rows transposed): pyarrow converts each column's values, a
         # struct's from its tuple, in one call.
-        arrays = [pa.array(values, type=t) for values, t in zip(zip(*chunk, strict=True), types, strict=True)]
+        arrays = [column(values, t) for values, t in zip(zip(*chunk, strict=True), types, strict=True)]
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     chunk: list[Values] = []
