@@ -148,6 +148,29 @@ def test_random_messages_give_the_same_rows(protocol: str, kind: str, info: dict
     same("transaction_values", m)
 
 
+FACTS = ("op", "op_code", "version", "corr", "error_code", "error", "topic")  # the typed columns of info
+INFO = st.dictionaries(st.sampled_from(sorted({*KEYS, *FACTS})), st.one_of(SCALARS, VALUES), max_size=8)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(names() + ["x"]), st.sampled_from(["request", "response", "event"]),
+                          INFO, st.floats(0, 4e9)), min_size=1, max_size=6))
+def test_odd_values_give_the_arrow_batches_of_their_dicts(messages: list[tuple[str, str, dict[str, Any], float]]) -> None:
+    """Facts out of their columns' range, texts and values of every type in info: the batches
+    of the values are those pyarrow builds from the dict rows."""
+    pa = pytest.importorskip("pyarrow")
+    from kdissect.spark.worker import batches
+
+    msgs = []
+    for protocol, kind, info, ts in messages:
+        m = Message(Pdu(b"\0" * 9, [3, 4], ts, ts + 0.5, kind == "request"), 2, "c:1", "s:2", protocol)
+        m.kind, m.info, m.summary = kind, info, "s"
+        msgs.append(m)
+    schema = arrow_schema(combined_columns())
+    got = pa.Table.from_batches(list(batches((rows.combined_values(m) for m in msgs), combined_columns())))
+    assert got.equals(pa.Table.from_pylist([rows.combined_row(m) for m in msgs], schema=schema))
+
+
 def test_odd_inputs_go_to_the_pure_functions() -> None:
     c = projections()[0]
     twice = (*c, (c[0][0], ((True, ("x",)),), *c[0][2:]))  # a column's name again, read elsewhere
