@@ -82,11 +82,6 @@ def projected(c: Compiled, fields: dict[str, Any], info: dict[str, Any]) -> Valu
     return tuple(out)
 
 
-def project(c: Compiled, fields: dict[str, Any], info: dict[str, Any]) -> Row:
-    """A protocol struct as a dict."""
-    return dict(zip((col[0] for col in c), projected(c, fields, info), strict=True))
-
-
 def message_values(m: Message, max_bytes: int = 256, d: dict[str, Any] | None = None) -> Values:
     """The `messages` row of m (d: its message_dict, when already made)."""
     d = d if d is not None else message_dict(m, max_bytes)

@@ -230,6 +230,7 @@ def test_pushdown_reader_keeps_partition_conditions() -> None:
     from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In
 
     from kdissect.spark.datasource import PushdownReader
+    from kdissect.spark.schema import layer_columns
 
     reader = PushdownReader({"path": str(TRANSACTIONS)})
     day = datetime.date(2026, 11, 22)
@@ -238,5 +239,9 @@ def test_pushdown_reader_keeps_partition_conditions() -> None:
     assert left == [op]
     keep = reader.keep()
     assert keep is not None
-    assert keep({"protocol": "kafka", "date": day}) and not keep({"protocol": "zookeeper", "date": day})
-    assert not keep({"protocol": "kafka", "date": datetime.date(2026, 11, 21)})
+    names = [name for name, _ in layer_columns("messages")]
+
+    def row(protocol: str, date: datetime.date) -> tuple[Any, ...]:  # a messages row: its values in column order
+        return tuple({"protocol": protocol, "date": date}.get(name) for name in names)
+    assert keep(row("kafka", day)) and not keep(row("zookeeper", day))
+    assert not keep(row("kafka", datetime.date(2026, 11, 21)))
