@@ -88,11 +88,14 @@ class Decoder:
     def closed(self, conv: Conversation[Decoding]) -> None:
         if conv.app is None and not conv.passive and not conv.ignored:
             # What its reassemblers still hold (all of it, when the first bytes were never
-            # captured and nothing acknowledged them) may yet choose a protocol.
+            # captured and nothing acknowledged them) may yet choose a protocol, as may the last
+            # bytes held (the probes wait for a head to grow by an eighth).
             for side in (0, 1):
                 events = conv.reasm[side].flush()
                 if events:
                     self.events(conv, side, events)
+            if conv.app is None and not conv.ignored and any(conv.held_bytes):
+                self._detect(conv, final=True)
         if conv.tls is not None:
             self.counters.tls_conversation(conv.tls)
         if conv.app is None and not conv.passive and conv.had_data:
@@ -113,8 +116,8 @@ class Decoder:
 
     # -- detection -----------------------------------------------------------------------
 
-    def _detect(self, conv: Conversation[Decoding]) -> None:
-        found = choose(self.registry, conv)
+    def _detect(self, conv: Conversation[Decoding], final: bool = False) -> None:
+        found = choose(self.registry, conv, final)
         if found is None:
             if undecidable(conv):
                 self.given_up[conv.index] = first_bytes(conv)

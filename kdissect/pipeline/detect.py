@@ -11,7 +11,7 @@ from typing import Any
 
 from kdissect.dissect.base import Dissector
 from kdissect.protocols import DissectorRegistry
-from kdissect.stream.flow import Conversation
+from kdissect.stream.flow import PROBE_BYTES, Conversation
 
 __all__ = ["MAX_UNDECIDED_BYTES", "MAX_UNDECIDED_EVENTS", "SIGNATURES", "DissectorRegistry", "choose", "first_bytes", "looks_like",
            "undecidable"]
@@ -20,6 +20,11 @@ MAX_UNDECIDED_BYTES = 16 * 1024  # give up detecting after this much data withou
 # ... or after this many events held (a gap is no data: acknowledgements of bytes never seen would
 # otherwise be held, one event each, for as long as the conversation lasts)
 MAX_UNDECIDED_EVENTS = 16 * 1024
+# A side's head is probed again once it has grown by an eighth since it last was (by a byte while
+# under 16 bytes), once it is whole (PROBE_BYTES), and at the conversation's end: a probe decodes
+# the first message whole when the head holds it, so probing at every size a head grows through a
+# byte at a time decoded that message some 2,000 times.
+REPROBE_SHARE = 8
 
 # First bytes of a conversation -> what it is. Checked on each side's first bytes.
 SIGNATURES: tuple[tuple[bytes, str], ...] = (
@@ -31,9 +36,10 @@ SIGNATURES: tuple[tuple[bytes, str], ...] = (
 )
 
 
-def choose(registry: DissectorRegistry, conv: Conversation[Any]) -> tuple[Dissector, int] | None:
-    """(dissector, client side) for conv, or None while nothing matches."""
-    return _by_port(registry, conv) or _by_probe(registry, conv)
+def choose(registry: DissectorRegistry, conv: Conversation[Any], final: bool = False) -> tuple[Dissector, int] | None:
+    """(dissector, client side) for conv, or None while nothing matches; `final`: the conversation
+    has ended, its heads are probed if they grew at all."""
+    return _by_port(registry, conv) or _by_probe(registry, conv, final)
 
 
 def undecidable(conv: Conversation[Any]) -> bool:
@@ -50,15 +56,16 @@ def _by_port(registry: DissectorRegistry, conv: Conversation[Any]) -> tuple[Diss
     return dissector, (0 if b_is_server else 1)
 
 
-def _by_probe(registry: DissectorRegistry, conv: Conversation[Any]) -> tuple[Dissector, int] | None:
-    """The probes look at a side's head once it has grown since they last did: they judge the
-    bytes alone, and a head only grows, so what they found nothing in before stays so (each
-    side is probed at most PROBE_BYTES times, however many segments it is held in)."""
+def _by_probe(registry: DissectorRegistry, conv: Conversation[Any], final: bool) -> tuple[Dissector, int] | None:
+    """The probes look at a side's head once it has grown enough since they last did
+    (REPROBE_SHARE): they judge the bytes alone, and a head only grows, so what they found
+    nothing in before stays so (each side is probed about 60 times at most, however many
+    segments it is held in)."""
     sides = (conv.client,) if conv.client is not None else (0, 1)
     best: tuple[Dissector, int, float] | None = None
     for side in sides:
-        size = conv.head_size(side)
-        if size < 8 or size == conv.probed[side]:
+        size, last = conv.head_size(side), conv.probed[side]
+        if size < 8 or size == last or (size - last < last // REPROBE_SHARE and size < PROBE_BYTES and not final):
             continue
         conv.probed[side] = size
         hit = registry.probe(conv.head(side))

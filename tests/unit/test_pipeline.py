@@ -199,14 +199,48 @@ def test_detection_probes_a_head_again_only_once_it_has_grown() -> None:
     assert registry.probes == [PROBE_BYTES]
 
 
-def test_detection_probes_each_size_of_a_growing_head_once() -> None:
+def test_detection_probes_a_growing_head_again_once_it_grew_by_an_eighth() -> None:
     c = TcpConn(sport=34567)
     pkts = c.handshake()
     pkts += [c.segment(True, b"\x00") for _ in range(40)]
     pkts += [c.segment(True, b"") for _ in range(10)]  # no data: nothing new to probe
     registry = CountingRegistry()
     assert run(pkts, registry) == []
-    assert registry.probes == list(range(8, 41))
+    # every size below 16 bytes, then an eighth more each time, and what the end left (40)
+    assert registry.probes == [*range(8, 17), 18, 20, 22, 24, 27, 30, 33, 37, 40]
+
+
+def test_detection_decodes_a_whole_first_request_again_at_a_few_sizes_only() -> None:
+    # A Kafka-shaped request no schema accepts (2 KB), then a byte a segment on a port of no
+    # protocol: the Kafka probe decoded the request again at each of the 2,049 sizes the head
+    # grew through to 4 KiB (4 connections of 150 KB each: 3.3 s of CPU for 0.6 MB).
+    c = TcpConn(sport=34567)
+    pkts = c.handshake()
+    request = kafka_request(3, 0, 1, "cc", struct.pack(">i", 678) + b"\x00\x01t" * 676)  # 2 topics short
+    assert len(request) == 2048
+    pkts.append(c.segment(True, request))
+    pkts += [c.segment(True, b"\x00") for _ in range(PROBE_BYTES - len(request) + 100)]
+    registry = CountingRegistry()
+    assert run(pkts, registry) == []
+    assert registry.probes == [2048, 2304, 2592, 2916, 3280, 3690, 4096]
+
+
+def test_a_conversation_that_ends_between_two_probes_is_probed_at_its_end() -> None:
+    # A request that the probes take only whole (49 bytes), sent a byte at a time on a port of no
+    # protocol: the head was last probed at 46 bytes; the end probes it whole.
+    class WholeOnly(CountingRegistry):
+        def probe(self, head: bytes) -> tuple[Dissector, float] | None:
+            super().probe(head)
+            return (self.dissectors[0], 1.0) if len(head) >= 49 else None
+
+    request = kafka_request(18, 0, 1, "x" * 35)
+    assert len(request) == 49
+    c = TcpConn(sport=34567)
+    pkts = c.handshake() + [c.segment(True, request[i : i + 1]) for i in range(len(request))]
+    registry = WholeOnly()
+    (msg,) = run(pkts, registry)
+    assert registry.probes[-2:] == [46, 49]
+    assert msg.summary.startswith("ApiVersions v0 request corr=1")
 
 
 def test_detection_gives_up_on_a_conversation_of_gaps() -> None:
