@@ -108,7 +108,7 @@ def test_batches_of_one_partition_each_give_the_same_tables(tmp_path: Path) -> N
         by_partition.setdefault((m.protocol, utc_date(m.ts)), []).append(m)
     assert len(by_partition) > 1
     for group in by_partition.values():
-        for b in batches((rows.combined_row(m) for m in group), combined_columns()):
+        for b in batches((rows.combined_values(m) for m in group), combined_columns()):
             assert len(b.column("protocol").unique()) == len(b.column("date").unique()) == 1
             files.add(b)
     files.close()
