@@ -28,7 +28,8 @@ cdef object fields_dict = J.fields_dict
 cdef object walk = V.walk
 cdef object json_text = V.json_text
 cdef object quote = V._quote
-cdef object utc_date = V.utc_date
+cdef object utc_date = V.utc_date, micros = V.micros, nanos = V.nanos
+cdef double FIRST_TIME_S = V.FIRST_TIME_S, END_TIME_S = V.END_TIME_S
 
 # Column types whose common values are converted here (others: the column's converter).
 cdef enum Kind:
@@ -183,14 +184,14 @@ def message_values(m, max_bytes=256, d=None):
         frame, frames, stream, src, dst = d["frame"], d["frames"], d["stream"], d["src"], d["dst"]
         protocol, kind, summary, length = d["protocol"], d["kind"], d["summary"], d["length"]
         diagnostics, match, tls = d["diagnostics"], d["match"], d.get("tls")
-    us = round(ts * 1_000_000)
+    us = _micros(ts)
     cdef list row = [
         m.capture,
         frame,
         frames,
         ts,
         us,
-        round(ts * 1_000_000_000),
+        nanos(ts),
         us,
         stream,
         src,
@@ -234,6 +235,13 @@ cdef object round9(object t):
     return round(t, 9)
 
 
+cdef inline object _micros(object ts):
+    """values.micros."""
+    if type(ts) is float and FIRST_TIME_S <= <double>ts < END_TIME_S:
+        return round(ts * 1_000_000)
+    return micros(ts)
+
+
 cdef double _day_lo = 1.0, _day_hi = 0.0  # the day of the last date_of, as [lo, hi) in seconds
 cdef object _day_date = None
 
@@ -247,7 +255,7 @@ cdef object date_of(object ts):
         if _day_lo <= t < _day_hi:
             return _day_date
     date = utc_date(ts)
-    if type(ts) is float and 0.0 <= t < 4e14:
+    if type(ts) is float and 0.0 <= t < END_TIME_S:
         day = ts // 86400
         _day_lo = day * 86400.0
         _day_hi = (day + 1) * 86400.0
@@ -294,7 +302,7 @@ cdef tuple _transaction(object req, object resp):
         req.dst if req is not None else first.src,
         req.expects_response if req is not None else None,
         q[0], r[0], q[1], r[1], q[2], r[2],
-        round(ts * 1_000_000),
+        _micros(ts),
         None if rtt is None else round(rtt * 1000.0, 3),
         int32(rinfo.get("error_code")),
         text(rinfo.get("error")),
@@ -310,4 +318,4 @@ cdef tuple _side(object m):
     if m is None:
         return NO_SIDE
     t = m.ts
-    return (m.frame, round9(t), round(t * 1_000_000), m.summary, len(m.data))
+    return (m.frame, round9(t), _micros(t), m.summary, len(m.data))

@@ -30,6 +30,8 @@ from kdissect.spark.values import (
     converter,
     json_map,
     json_text,
+    micros,
+    nanos,
     parse_path,
     utc_date,
     walk,
@@ -37,14 +39,6 @@ from kdissect.spark.values import (
 
 Row = dict[str, Any]  # a row as a dict, keyed by column name
 Values = tuple[Any, ...]  # a row as values, in the order of its columns
-
-
-def micros(ts: float) -> int:
-    return round(ts * 1_000_000)
-
-
-def nanos(ts: float) -> int:
-    return round(ts * 1_000_000_000)
 
 
 # A projection ready to apply: per column, its name, its paths (whether a path reads info, and

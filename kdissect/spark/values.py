@@ -115,9 +115,32 @@ def _day(days: int) -> datetime.date:
     return EPOCH + datetime.timedelta(days=days)
 
 
-def utc_date(ts: float) -> datetime.date:
-    """The UTC date of a capture timestamp (the `date` partition value)."""
+# The instants a TIMESTAMP or DATE column holds: Spark's years 1 to 9999 (UTC), in seconds since
+# the epoch. A capture time outside them (pcapng's 64-bit timestamps reach much further) is null
+# in those columns, as a record's timestamp past them is.
+FIRST_TIME_S = -62_135_596_800.0  # 0001-01-01T00:00:00Z
+END_TIME_S = 253_402_300_800.0  # 10000-01-01T00:00:00Z
+
+
+def utc_date(ts: float) -> datetime.date | None:
+    """The UTC date of a capture timestamp (the `date` partition value); None outside the
+    years 1 to 9999."""
+    if not FIRST_TIME_S <= ts < END_TIME_S:
+        return None
     return _day(int(ts // 86400))
+
+
+def micros(ts: float) -> int | None:
+    """A capture timestamp in microseconds, as the TIMESTAMP columns and `ts_us` hold it; None
+    outside the years 1 to 9999."""
+    return round(ts * 1_000_000) if FIRST_TIME_S <= ts < END_TIME_S else None
+
+
+def nanos(ts: float) -> int | None:
+    """A capture timestamp in nanoseconds (`ts_ns`); None where a BIGINT cannot hold it (before
+    1677 or after 2262)."""
+    ns = round(ts * 1_000_000_000) if FIRST_TIME_S <= ts < END_TIME_S else None
+    return ns if ns is not None and INT64[0] <= ns <= INT64[1] else None
 
 
 Path = tuple[bool, tuple[str, ...]]

@@ -26,12 +26,18 @@ from kdissect.render.jsonout import message_dict
 from kdissect.spark import rows
 from kdissect.spark.schema import combined_columns, message_columns
 from kdissect.spark.sqltypes import arrow_schema
+from kdissect.spark.values import END_TIME_S, FIRST_TIME_S
 
 _twin = pytest.importorskip("kdissect.spark._rows", reason="the compiled module kdissect.spark._rows is not built")
 
 NAMES = ("projected", "message_values", "transaction_values")
 PURE = {name: accel.pure("kdissect.spark.rows", name) for name in NAMES}
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Capture times: today's, and any a pcapng file may give (64-bit timestamps, an offset), with the
+# edges of what the TIMESTAMP, DATE and nanosecond BIGINT columns hold.
+TIMES = st.one_of(st.floats(0, 4e9), st.floats(-1e19, 1e19),
+                  st.sampled_from([FIRST_TIME_S, FIRST_TIME_S - 1e-6, END_TIME_S, END_TIME_S - 1e-3,
+                                   (1 << 63) / 1e9, -(1 << 63) / 1e9]))
 
 
 def typed(v: Any) -> Any:
@@ -130,7 +136,7 @@ def test_random_fields_and_info_project_the_same(which: int, fields: dict[str, A
 
 @SETTINGS
 @given(st.sampled_from(names() + ["x"]), st.sampled_from(["request", "response", "event"]), TREES, VALUES,
-       st.floats(0, 4e9), st.booleans(), st.booleans())
+       TIMES, st.booleans(), st.booleans())
 def test_random_messages_give_the_same_rows(protocol: str, kind: str, info: dict[str, Any], fields: Any,
                                             ts: float, paired: bool, answered: bool) -> None:
     m = Message(Pdu(b"\0" * 9, [3, 4], ts, ts + 0.5, kind == "request"), 2, "c:1", "s:2", protocol)
@@ -154,7 +160,7 @@ INFO = st.dictionaries(st.sampled_from(sorted({*KEYS, *FACTS})), st.one_of(SCALA
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from(names() + ["x"]), st.sampled_from(["request", "response", "event"]),
-                          INFO, st.floats(0, 4e9)), min_size=1, max_size=6))
+                          INFO, TIMES), min_size=1, max_size=6))
 def test_odd_values_give_the_arrow_batches_of_their_dicts(messages: list[tuple[str, str, dict[str, Any], float]]) -> None:
     """Facts out of their columns' range, texts and values of every type in info: the batches
     of the values are those pyarrow builds from the dict rows."""

@@ -307,3 +307,38 @@ def test_a_batch_holds_a_bounded_number_of_records(monkeypatch: pytest.MonkeyPat
     held = [sum(len(x) for x in b.column("_records").to_pylist()) for b in got]
     assert len(got) > 3 and all(n < 4 + max(counts) for n in held)  # the row reaching 4 ends its batch
     assert sum(held) == sum(counts)
+
+
+def test_times_no_column_holds_are_nulls(tmp_path: Path) -> None:
+    """A pcapng file's 64-bit timestamps reach far past what Spark's columns hold: a message of
+    the year 3000 has no nanosecond time (BIGINT), one of the year 300,000 no TIMESTAMP and no
+    DATE either (Spark's years end at 9999); `ts` keeps the seconds."""
+    pa = pytest.importorskip("pyarrow")
+    from pcapgen import (
+        TcpConn,
+        ethernet,
+        kafka_request,
+        kafka_response,
+        pcapng_epb,
+        pcapng_idb,
+        pcapng_section,
+    )
+
+    from kdissect.spark.worker import Config, combined
+
+    year_3000, far = 32_503_680_000.0, 9.5e12
+    conn = TcpConn()
+    body = pcapng_section() + pcapng_idb(1)
+    for ts in (year_3000, far):
+        packets = [*conn.handshake(), conn.segment(True, kafka_request(18, 0, 1)), conn.segment(False, kafka_response(1))]
+        body += b"".join(pcapng_epb(0, ts + i * 1e-3, ethernet(p)) for i, p in enumerate(packets))
+        conn = TcpConn(cport=conn.cport + 1)
+    path = tmp_path / "far.pcapng"
+    path.write_bytes(body)
+    table = pa.Table.from_batches(list(combined([(Piece(str(path), len(body)), None)], Config())))
+    got = [(r["ts"] // 1e6, r["ts_ns"], r["ts_us"], r["time"], r["date"], r["_transaction"] and r["_transaction"]["time"])
+           for r in table.to_pylist()]
+    assert [g[0] for g in got] == [year_3000 // 1e6] * 2 + [far // 1e6] * 2
+    assert all(g[1] is None for g in got)  # past 2262
+    assert got[0][2] is not None and got[0][4] == datetime.date(3000, 1, 1) and got[1][5] is not None
+    assert all(g[2:] == (None, None, None, None) for g in got[2:])
