@@ -1,8 +1,8 @@
 """The compiled decode_records (kdissect/kafka/_records.pyx) against the pure one in records.py:
 the same field tree (every slot of every Field and Row), diagnostics, counts and budget, for the
-records fields of the Kafka captures with each option that changes decoding, cut short and
-widened, and for bounds and buffers outside the compiled path (out of range, past C's integers,
-not ints, not bytes) and names that are not plain strings.
+records fields of the Kafka captures with each option that changes decoding, cut short,
+widened and mutated, for random bytes, and for bounds and buffers outside the compiled path (out
+of range, past C's integers, not ints, not bytes) and names that are not plain strings.
 
 Skipped when the extension is not built."""
 
@@ -13,6 +13,8 @@ from functools import cache
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from support import CAPTURES, sidecar_decode_as
 
 from kdissect import accel
@@ -87,6 +89,27 @@ def test_records_fields_of_the_captures() -> None:
         check(data, start, end - 7, name, False)  # cut short: a partial batch, an error
         check(data, start, len(data) + 10, name)  # past the buffer
         check(data + b"\x00" * 20, start, end + 20, name)  # a batch length too small
+
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(st.data())
+def test_mutated_records_fields(data: st.DataObject) -> None:
+    fields = records_fields()
+    if not fields:
+        pytest.skip("no Kafka captures with records found")
+    buf, start, end, name = data.draw(st.sampled_from(fields[:100]))
+    at = data.draw(st.integers(start, max(start, end - 1)))
+    mutated = buf[:at] + bytes([data.draw(st.integers(0, 255))]) + buf[at + 1:]
+    check(mutated, start, data.draw(st.integers(at, end)), name)
+
+
+@SETTINGS
+@given(st.binary(max_size=300), st.integers(-10, 310), st.integers(-10, 310))
+def test_random_bytes(data: bytes, start: int, end: int) -> None:
+    check(data, start, end)
 
 
 class Name(str):
