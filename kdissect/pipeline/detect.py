@@ -43,9 +43,11 @@ def choose(registry: DissectorRegistry, conv: Conversation[Any], final: bool = F
 
 
 def undecidable(conv: Conversation[Any]) -> bool:
-    """Whether detection gives up on conv: too much held without a match."""
-    held = conv.held
-    return sum(conv.held_bytes) > MAX_UNDECIDED_BYTES or len(held[0]) + len(held[1]) > MAX_UNDECIDED_EVENTS
+    """Whether detection gives up on conv: too much held without a match, or more kept by the
+    capture than its pool allows (held events count in it) when conv held more."""
+    held, pool = conv.held, conv.reasm[0].pool
+    return (sum(conv.held_bytes) > MAX_UNDECIDED_BYTES or len(held[0]) + len(held[1]) > MAX_UNDECIDED_EVENTS
+            or pool.used > pool.limit)
 
 
 def _by_port(registry: DissectorRegistry, conv: Conversation[Any]) -> tuple[Dissector, int] | None:

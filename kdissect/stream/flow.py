@@ -24,6 +24,9 @@ T = TypeVar("T")
 
 PROBE_BYTES = 4096  # what a probe sees of each side's first bytes (a whole first message, often)
 MAX_TROUBLE_FRAMES = 10  # frames each kind of trouble names (its count says how many there were)
+# What a held event costs besides its bytes (the event, its bytes object, frame number and time),
+# counted with them in the capture's pool of kept bytes while it is held
+HELD_EVENT_COST = 128
 
 
 class Tally:
@@ -85,7 +88,7 @@ class Conversation(Generic[T]):
     __slots__ = (
         "index", "a", "b", "reasm", "client", "app", "tls", "held", "held_bytes", "ignored", "passive", "fin",
         "rst", "syn_seen", "names", "last_ts", "bytes", "packets", "first_seq", "over", "next_seq", "seqs",
-        "syn_ts", "first_rtt", "trouble", "heads", "head_open", "probed", "forgotten",
+        "syn_ts", "first_rtt", "trouble", "heads", "head_open", "probed", "forgotten", "held_counted",
     )
 
     def __init__(self, index: int, a: Endpoint, b: Endpoint, pool: Buffered | None = None) -> None:
@@ -98,6 +101,7 @@ class Conversation(Generic[T]):
         self.tls: Any = None  # what a security layer above attaches (it turns the events into cleartext)
         self.held: list[list[Event]] = [[], []]  # events before a protocol is chosen
         self.held_bytes = [0, 0]
+        self.held_counted = 0  # what the held events count in the pool now
         # each side's first PROBE_BYTES bytes, kept as its events are held (up to the first gap or
         # overlap, which ends them), and how many of them the probes last looked at
         self.heads = [bytearray(), bytearray()]
@@ -151,7 +155,11 @@ class Conversation(Generic[T]):
         """Keep events of side until a protocol is chosen; its head follows them, so that it is
         read without walking them again."""
         self.held[side].extend(events)
-        self.held_bytes[side] += sum(len(e.data) for e in events if isinstance(e, Data))
+        data = sum(len(e.data) for e in events if isinstance(e, Data))
+        self.held_bytes[side] += data
+        cost = data + HELD_EVENT_COST * len(events)
+        self.held_counted += cost
+        self.reasm[side].pool.used += cost
         head = self.heads[side]
         for ev in events:
             if not self.head_open[side] or len(head) >= PROBE_BYTES:
@@ -182,11 +190,11 @@ class Conversation(Generic[T]):
         self.over = True
         self.next_seq = [r.next_seq for r in self.reasm]
         self._release()
+        self.held = [[], []]
+        self._drop_heads()
         self.reasm = _ENDED
         self.app = None
         self.tls = None
-        self.held = [[], []]
-        self._drop_heads()
 
     def make_passive(self) -> None:
         """From now on track only its packets, bytes and end: no reassembly."""
@@ -202,7 +210,11 @@ class Conversation(Generic[T]):
                 r.release()
 
     def _drop_heads(self) -> None:
-        """Nothing is held any more: its heads are empty, as a new conversation's."""
+        """Nothing is held any more: its heads are empty, as a new conversation's, and the held
+        events no longer count in the pool."""
+        if self.held_counted:
+            self.reasm[0].pool.used -= self.held_counted
+            self.held_counted = 0
         self.heads = [bytearray(), bytearray()]
         self.head_open = [True, True]
         self.probed = [0, 0]

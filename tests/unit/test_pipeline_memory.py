@@ -19,7 +19,7 @@ from kdissect.pipeline import Pipeline, output
 from kdissect.pipeline.output import KEPT_FIELDS
 from kdissect.protocols import dissectors
 from kdissect.rocketmq import encode as rocketmq
-from kdissect.stream.flow import Conversation
+from kdissect.stream.flow import HELD_EVENT_COST, Conversation
 from kdissect.stream.reassembly import MAX_BUFFERED, Buffered
 
 VALUE = 100_000
@@ -377,6 +377,28 @@ def test_what_the_conversations_keep_below_their_messages_is_bounded_capture_wid
     assert pool.used == 0
     assert any(d.key == "framing.unbuffered" for m in out for d in m.diagnostics)
 
+
+
+def test_the_events_detection_holds_count_in_the_pool() -> None:
+    # Conversations on a port of no protocol hold what they send while the probes find nothing,
+    # and what they held did not count in the pool: 10,000 of them sending 16,000 bytes of zeros
+    # in four segments (0.7 MB of gzip) kept 438 MB. Past the pool, a conversation that holds
+    # more is given up; nothing stays counted once they ended.
+    pipe = Pipeline()
+    pool = pipe.shared.get(Buffered)
+    pool.limit = 50_000
+    conns = [TcpConn(cport=41000 + i, sport=5555) for i in range(10)]
+    pkts = [p for c in conns for p in c.handshake()]
+    for _ in range(4):
+        pkts += [c.segment(True, bytes(4_000)) for c in conns]
+    for i, p in enumerate(pkts):
+        frame = ethernet(p)
+        assert pipe.feed(RawFrame(i + 1, 1.0, 1, frame, len(frame))) == []
+        assert pool.used <= pool.limit + 4_000 + HELD_EVENT_COST
+    ignored = [c.ignored for c in pipe.tcp.open.values()]
+    assert any(ignored) and not all(ignored)
+    pipe.finish()
+    assert pool.used == 0
 
 def test_the_pool_below_the_messages_fits_the_largest_message_and_less_than_the_output_holds() -> None:
     # What the framers keep below the messages comes on top of the messages the output holds:
