@@ -13,6 +13,7 @@ a LengthPrefixedFramer.
 
 from __future__ import annotations
 
+from kdissect.diagnostics import TRANSPORT
 from kdissect.framing.length_prefixed import (
     BoundaryProbe,
     ChunkIndex,
@@ -24,6 +25,7 @@ from kdissect.framing.length_prefixed import (
 )
 from kdissect.model import Diagnostic, Pdu
 from kdissect.stream.reassembly import Buffered
+from kdissect.text import plural
 from kdissect.zookeeper import fourlw
 
 UNDECIDED, BINARY, TEXT = "undecided", "binary", "text"
@@ -54,6 +56,10 @@ class ZkFramer:
         self.diags: list[Diagnostic] = []
         self.run: Run | None = None  # a gap or overlap last in diags (see LengthPrefixedFramer.run)
         self.synced = True  # whether the stream start was captured (the pipeline says)
+        # where the text kept counts (the capture's pool once set_pool gives it), and len(buf) as
+        # last added there
+        self.pool = Buffered()
+        self.counted = 0
 
     # -- the Framer interface ---------------------------------------------------------
 
@@ -63,6 +69,9 @@ class ZkFramer:
 
     def set_pool(self, pool: Buffered) -> None:
         self.inner.set_pool(pool)
+        self.pool.used -= self.counted
+        self.pool, self.counted = pool, 0
+        self._count()
 
     def note(self, diag: Diagnostic) -> None:
         if self.mode == BINARY:
@@ -136,7 +145,8 @@ class ZkFramer:
         for data, frame, ts in held:
             self.buf += data
             self.index.add(self.base + len(self.buf), frame, ts)
-        return self._emit() if self.to_server or len(self.buf) >= self.max_frame else []
+        self._count()
+        return self._emit() if self._full() else []
 
     def _replay_binary(self) -> list[Pdu]:
         self.mode = BINARY
@@ -152,9 +162,27 @@ class ZkFramer:
     def _text(self, data: bytes, frame: int, ts: float) -> list[Pdu]:
         self.buf += data
         self.index.add(self.base + len(self.buf), frame, ts)
+        self._count()
+        return self._emit() if self._full() else []
+
+    def _full(self) -> bool:
+        """Whether the text kept goes out now: a client's at once, a reply at max_frame, or once
+        the capture keeps more than its pool allows (the reply is then cut, and says so)."""
         if self.to_server or len(self.buf) >= self.max_frame:
-            return self._emit()
-        return []
+            return True
+        pool = self.pool
+        if pool.used <= pool.limit or not self.buf:
+            return False
+        self.diags.append(TRANSPORT(
+            "framing.unbuffered", f"reply cut after {plural(len(self.buf), 'byte')}: the capture's unfinished "
+            f"messages and out-of-order segments already take {pool.limit >> 20} MiB"))
+        return True
+
+    def _count(self) -> None:
+        """Bring the pool up to date with the text kept now."""
+        now = len(self.buf)
+        self.pool.used += now - self.counted
+        self.counted = now
 
     def _emit(self) -> list[Pdu]:
         if not self.buf:
@@ -165,5 +193,6 @@ class ZkFramer:
         self.diags = []
         self.base += n
         self.buf.clear()
+        self._count()
         self.index.drop_before(self.base)
         return [pdu]
