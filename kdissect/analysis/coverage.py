@@ -42,6 +42,8 @@ TLS_REASONS: dict[str, tuple[str, str]] = {
     "tls.no_handshake": ("warning", "not decrypted: the capture starts after their handshake"),
     "tls.malformed": ("warning", "stopped decrypting: bytes that break the TLS format (first: {})"),
     "tls.gap": ("warning", "decrypted only up to encrypted bytes missing from the capture (first: {})"),
+    "tls.unbuffered": ("warning", "stopped decrypting: the capture's conversations already kept all the bytes "
+                                  "they may (first: {})"),
 }
 
 

@@ -72,7 +72,7 @@ class Decoder:
     def events(self, conv: Conversation[Decoding], side: int, events: list[Event]) -> None:
         tls = conv.tls
         if tls is None and conv.app is None and not any(conv.held_bytes) and _starts_tls(events):
-            tls = conv.tls = TlsConnection(self.keylog)
+            tls = conv.tls = TlsConnection(self.keylog, conv.reasm[side].pool)
         if tls is not None:
             events = tls.feed(side, events)
             if conv.client is None and tls.client is not None:
@@ -103,13 +103,13 @@ class Decoder:
             if conv.tls is not None:
                 kind = "TLS"
             self.counters.undecoded_conversation(conv, first_bytes(conv) if kind is None else kind)
+        if conv.app is not None:
+            self._finish(conv.app, conv)  # (of a conversation another worker outputs: what it teaches)
+        if conv.tls is not None:
+            conv.tls.release()
         if conv.index in self.skipped:
             self.skipped.discard(conv.index)
-            if conv.app is not None:
-                self._finish(conv.app, conv)  # what its last messages teach
             return
-        if conv.app is not None:
-            self._finish(conv.app, conv)
         self.output.stream_closed(conv.index)
         for observer in self.observers:
             observer.conversation_ended(conv)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kdissect.model import Diagnostic
-from kdissect.stream.reassembly import Data, Event, Gap
+from kdissect.stream.reassembly import Buffered, Data, Event, Gap
+from kdissect.text import plural
 from kdissect.tls.diagnostics import TLS
 from kdissect.tls.handshake import (
     CLIENT_HELLO,
@@ -86,7 +87,7 @@ class TlsInfo:
 
 
 class _Side:
-    __slots__ = ("buf", "hs", "ehs", "prot", "seq", "encrypted", "dead")
+    __slots__ = ("buf", "hs", "ehs", "prot", "seq", "encrypted", "dead", "counted")
 
     def __init__(self) -> None:
         self.buf = bytearray()
@@ -96,13 +97,20 @@ class _Side:
         self.seq = 0
         self.encrypted = False  # TLS 1.2: a ChangeCipherSpec was sent
         self.dead = False  # nothing more is decrypted on this side
+        self.counted = 0  # the bytes of its unfinished record and handshake messages, as last counted
+
+    def kept(self) -> int:
+        return len(self.buf) + len(self.hs.buf) + len(self.ehs.buf)
 
 
 class TlsConnection:
-    """`client`: the side that sent the ClientHello (None until seen)."""
+    """`client`: the side that sent the ClientHello (None until seen). What its sides keep of
+    unfinished records and handshake messages counts in `pool` (the capture's pool of kept
+    bytes, shared with the reassemblers and framers) until `release`."""
 
-    def __init__(self, keylog: KeyLog | None) -> None:
+    def __init__(self, keylog: KeyLog | None, pool: Buffered | None = None) -> None:
         self.keylog = keylog
+        self.pool = pool if pool is not None else Buffered()
         self.client: int | None = None
         self.sides = (_Side(), _Side())
         self.client_hello: Hello | None = None
@@ -131,7 +139,29 @@ class TlsConnection:
                 out.append(ev)
             else:
                 out.append(ev)
+        self._count(s)
         return out
+
+    def release(self) -> None:
+        """It will not be fed again: what its sides keep no longer counts in the pool."""
+        for s in self.sides:
+            s.buf, s.hs.buf, s.ehs.buf = bytearray(), bytearray(), bytearray()
+            self._count(s)
+
+    def _count(self, s: _Side) -> None:
+        """Bring the pool up to date with what side s keeps; past the pool's limit a side that
+        grew lets go of it, and is not decrypted further."""
+        kept = s.kept()
+        pool = self.pool
+        pool.used += kept - s.counted
+        grew, s.counted = kept > s.counted, kept
+        if grew and pool.used > pool.limit and not s.dead:
+            self._kill(s, "unbuffered", f"{plural(kept, 'byte')} of an unfinished record or handshake message "
+                                        f"dropped: the capture's conversations already keep {pool.limit >> 20} MiB")
+        if s.dead and kept:
+            s.buf, s.hs.buf, s.ehs.buf = bytearray(), bytearray(), bytearray()
+            pool.used -= kept
+            s.counted = 0
 
     def _data(self, side: int, s: _Side, ev: Data, out: list[Event]) -> None:
         buf = s.buf

@@ -29,4 +29,8 @@ TLS = Catalogue("tls", "TLS: decryption with a key log", (
      "decrypted (record boundaries and sequence numbers are lost)"),
     ("alert", Severity.WARNING, Group.PROTOCOL,
      "a fatal TLS alert: the sender ends the connection"),
+    ("unbuffered", Severity.WARNING, Group.REASSEMBLE,
+     "the capture's conversations together keep as many bytes of unfinished records, handshake "
+     "messages, messages and out-of-order segments as they may (128 MiB): a side whose unfinished "
+     "record or handshake message grows past that is dropped, and not decrypted further"),
 ), prefix="tls")

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tlspeer import run
 
-from kdissect.stream.reassembly import Data
+from kdissect.stream.reassembly import Buffered, Data
 from kdissect.tls.connection import MAX_RECORD, TlsConnection, starts_tls
 from kdissect.tls.handshake import MAX_HELLO, BadHandshake, HandshakeReader, parse_hello
 from kdissect.tls.keylog import READ_CHUNK, KeyLog
@@ -92,6 +92,26 @@ def test_a_record_longer_than_tls_allows_ends_that_side() -> None:
     out = conn.feed(0, [Data(b"\x16\x03\x01\xff\xff" + b"\x00" * 100, 1, 0.0)])
     assert out == [] and conn.sides[0].dead and [d.key for d in conn.diagnostics] == ["tls.malformed"]
 
+
+def test_what_the_sides_keep_counts_in_the_pool_and_a_side_that_grows_past_it_ends() -> None:
+    # A ClientHello announced at 65,000 bytes, in records of 16 KB, and the connection left open:
+    # the handshake reader kept it, counted nowhere: 5,000 such connections (1.1 MB of gzip) took
+    # 519 MB to export. Past the capture's pool, the side that grows lets it go and ends.
+    pool = Buffered(limit=40_000)
+    conn = TlsConnection(None, pool)
+    hello = b"\x01" + (65_000).to_bytes(3, "big") + bytes(16_380)
+    assert conn.feed(0, [Data(b"\x16\x03\x01" + struct.pack(">H", len(hello)) + hello, 1, 0.0)]) == []
+    assert pool.used == 16_384 and not conn.sides[0].dead
+    assert conn.feed(0, [Data(b"\x16\x03\x01\x40\x00" + bytes(16_384), 2, 0.0)]) == []
+    assert pool.used == 32_768
+    assert conn.feed(1, [Data(b"\x16\x03\x03\x20\x00" + bytes(100), 3, 0.0)]) == []  # a record begun
+    assert pool.used == 32_873
+    assert conn.feed(0, [Data(b"\x16\x03\x01\x40\x00" + bytes(16_384), 4, 0.0)]) == []
+    assert conn.sides[0].dead and [d.key for d in conn.diagnostics] == ["tls.unbuffered"]
+    assert "49152 bytes of an unfinished record or handshake message dropped" in conn.diagnostics[0].message
+    assert pool.used == 105 and not conn.sides[1].dead
+    conn.release()
+    assert pool.used == 0
 
 def test_key_log_lines_that_are_not_secrets_are_skipped(tmp_path: Path) -> None:
     log = tmp_path / "k.log"
