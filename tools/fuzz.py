@@ -406,9 +406,7 @@ def _differential(frames: list[RawFrame], registry: DissectorRegistry, output: C
 def _rows(m: Any) -> str:
     from kdissect.spark import records, rows
 
-    row = rows.combined_row(m, 256)
-    return repr((rows.message_row(m), records.extract(m, 256), rows.transaction_row(m),
-                 rows.columns([row, row], [*row, "absent"])))
+    return repr((rows.combined_values(m, 256), rows.message_row(m), records.extract(m, 256), rows.transaction_row(m)))
 
 
 def run_rows(frames: list[RawFrame], registry: DissectorRegistry) -> int:
