@@ -35,6 +35,8 @@ from kdissect._model cimport (
     reads_field_slots,
     reads_row_slots,
 )
+from kdissect.render._time cimport round9
+
 from binascii import b2a_base64 as _b2a_base64
 
 from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, Field, Row
@@ -468,7 +470,7 @@ def message_dict(m, max_bytes=256):
     number = m.number
     frame = m.frame
     frames = m.frames
-    ts = round(m.ts, 9)
+    ts = round9(m.ts)
     stream = m.stream
     src = m.src
     dst = m.dst
@@ -530,7 +532,7 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
-from libc.math cimport fabs, isfinite
+from libc.math cimport isfinite
 from libc.string cimport strlen
 
 cdef object _Message = None  # kdissect.model's Message, Match and Diagnostic, on first use
@@ -1097,17 +1099,12 @@ cdef class _Writer:
         cdef double d
         cdef Py_ssize_t start
         if type(ts) is not float:
-            return self.value(round(ts, 9))
+            return self.value(round9(ts))
         d = <double>ts
         if _last_ts_text is not None and memcmp(&d, &_last_ts, sizeof(double)) == 0:
             return self.put(PyBytes_AS_STRING(_last_ts_text), PyBytes_GET_SIZE(_last_ts_text))
         start = self.n
-        if fabs(d) >= 16777216.0:
-            # From 2**24 on a double's spacing is over 2e-9: rounding to 9 decimals gives the
-            # same double back (and the same text), as every capture's times do.
-            self.real(d)
-        else:
-            self.value(round(ts, 9))
+        self.value(round9(ts))
         _last_ts = d
         _last_ts_text = PyBytes_FromStringAndSize(self.buf + start, self.n - start)
         return 0

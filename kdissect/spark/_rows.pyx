@@ -9,8 +9,8 @@ values.json_map's fast path for strings, integers, booleans and nulls, and json_
 """
 
 from cpython.unicode cimport PyUnicode_1BYTE_DATA
-from libc.math cimport fabs
 
+from kdissect.render._time cimport round9
 from kdissect.spark._coerce cimport int32, int64, text
 
 import kdissect.render.jsonout as J
@@ -225,14 +225,6 @@ def message_values(m, max_bytes=256, d=None):
             row.append(None)
     row.append(date_of(ts))
     return tuple(row)
-
-
-cdef object round9(object t):
-    """round(t, 9): t itself for a float of 2**24 or more (its neighbours are over 2e-9 apart,
-    so the nearest double to t rounded to 9 decimals is t: every capture's times)."""
-    if type(t) is float and fabs(<double>t) >= 16777216.0:
-        return t
-    return round(t, 9)
 
 
 cdef inline object _micros(object ts):

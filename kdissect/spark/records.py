@@ -30,7 +30,7 @@ from kdissect.kafka.compression import CODECS as KAFKA_CODECS
 from kdissect.model import ARRAY, BYTES, STRUCT, Field, Message
 from kdissect.render.jsonout import text_or_hex
 from kdissect.spark.sqltypes import Columns, map_of
-from kdissect.spark.values import as_bigint, as_int
+from kdissect.spark.values import END_TIME_S, as_bigint, as_int
 
 RECORD_ARRAYS = frozenset({"records", "messages"})
 VALUE_NAMES = ("value", "payload", "body")
@@ -57,7 +57,7 @@ INFO_TOPIC = ("topic",)
 INFO_PARTITION = ("partition", "queue_id")
 INFO_PRODUCER = ("producer_id",)
 SEARCH_DEPTH = 3  # how deep below a record (or a struct around it) its scalar fields are looked for
-MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last time Spark holds
+MAX_TIMESTAMP_MS = int(END_TIME_S) * 1000 - 1  # 9999-12-31T23:59:59.999Z, the last time Spark holds
 
 COLUMNS: Columns = (
     ("index", "int"),  # position within the message
