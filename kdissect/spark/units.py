@@ -1,7 +1,8 @@
 """Units of work: whole TCP conversations, never split. Pure Python.
 
-Small captures are packed together up to a target size (like Spark's own file splits: at most
-128 MB, less when there is little data for the cores); a capture larger than the target is
+Small captures are packed together up to a target size (at most 128 MB, as Spark's own file
+splits, and at most a third of each core's share: decoding is work for the processor, and
+three tasks a core let the cores finish together); a capture larger than the target is
 shared by several tasks, each of which reads the whole file and decodes only the conversations
 whose flow hash falls into its share (Pipeline's flow_filter). The hash is CRC-32 of the
 canonical endpoints, the same in every process (Python's hash() is salted per process).
@@ -16,6 +17,10 @@ from dataclasses import dataclass
 
 MAX_SPLIT = 128 * 1024 * 1024
 MIN_SPLIT = 4 * 1024 * 1024
+# Tasks planned for each core. With one task a core, the cores finish only as evenly as the
+# tasks' sizes are (three tasks of a third each on two cores take two thirds of one core's time,
+# 1.5x); with three, the last task is a ninth of the work.
+TASKS_PER_CORE = 3
 
 Endpoint = tuple[bytes, int]
 
@@ -53,10 +58,10 @@ def share_filter(share: int, shares: int) -> Callable[[Endpoint, Endpoint], bool
 
 
 def split_size(total: int, parallelism: int, target: int | None = None) -> int:
-    """Bytes per unit: `target` if given, else min(128 MB, max(4 MB, total / parallelism))."""
+    """Bytes per unit: `target` if given, else min(128 MB, max(4 MB, total / (3 × parallelism)))."""
     if target is not None:
         return max(1, target)
-    return min(MAX_SPLIT, max(MIN_SPLIT, math.ceil(total / max(1, parallelism))))
+    return min(MAX_SPLIT, max(MIN_SPLIT, math.ceil(total / (TASKS_PER_CORE * max(1, parallelism)))))
 
 
 def plan(files: list[tuple[str, int]], parallelism: int, target: int | None = None,
