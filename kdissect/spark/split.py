@@ -325,20 +325,42 @@ def _packet_batches(file: int, part: int, frames: Iterable[RawFrame], span: Call
     import pyarrow as pa
 
     schema = arrow_schema(PACKET_COLUMNS)
-    cols: dict[str, list[Any]] = {name: [] for name, _ in PACKET_COLUMNS}
+    keys: list[bytes] = []
+    numbers: list[int] = []
+    times: list[float] = []
+    links: list[int] = []
+    datas: list[bytes] = []
+    wirelens: list[int] = []
     held = 0
     for frame in frames:
         key = packet_key(frame)
         if key is None:
             continue
-        _row(cols, (file, part, key, frame.number, frame.ts, frame.linktype, frame.data, frame.wirelen,
-                    *_NO_SPAN))
+        keys.append(key)
+        numbers.append(frame.number)
+        times.append(frame.ts)
+        links.append(frame.linktype)
+        datas.append(frame.data)
+        wirelens.append(frame.wirelen)
         held += len(frame.data)
-        if len(cols["file"]) >= BATCH_PACKETS or held >= BATCH_BYTES:
-            yield pa.RecordBatch.from_pydict(cols, schema=schema)
-            cols, held = {name: [] for name, _ in PACKET_COLUMNS}, 0
-    _row(cols, (file, part, None, None, None, None, None, None, *span()))
-    yield pa.RecordBatch.from_pydict(cols, schema=schema)
+        if len(keys) >= BATCH_PACKETS or held >= BATCH_BYTES:
+            yield _packets(pa, schema, file, part, keys, numbers, times, links, datas, wirelens)
+            keys, numbers, times, links, datas, wirelens, held = [], [], [], [], [], [], 0
+    if keys:
+        yield _packets(pa, schema, file, part, keys, numbers, times, links, datas, wirelens)
+    yield pa.RecordBatch.from_pylist([dict(zip(("file", "part", *_SPAN_NAMES), (file, part, *span()), strict=True))],
+                                     schema=schema)
+
+
+def _packets(pa: Any, schema: Any, file: int, part: int, *columns: list[Any]) -> Any:
+    """A batch of packet rows (PACKET_COLUMNS): the packets' columns; file and part repeated,
+    the span's columns null."""
+    n = len(columns[0])
+    fields = list(schema)
+    arrays = [pa.array([file] * n, fields[0].type), pa.array([part] * n, fields[1].type),
+              *(pa.array(values, f.type) for values, f in zip(columns, fields[2:8], strict=True)),
+              *(pa.nulls(n, f.type) for f in fields[8:])]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def packet_key(frame: RawFrame) -> bytes | None:
@@ -351,13 +373,7 @@ def packet_key(frame: RawFrame) -> bytes | None:
     return conversation_key(*((a, b) if a <= b else (b, a)))
 
 
-_PACKET_NAMES = tuple(name for name, _ in PACKET_COLUMNS)
-_NO_SPAN = (None,) * 7
-
-
-def _row(cols: dict[str, list[Any]], values: tuple[Any, ...]) -> None:
-    for name, value in zip(_PACKET_NAMES, values, strict=True):
-        cols[name].append(value)
+_SPAN_NAMES = SPAN_COLUMNS[2:]
 
 
 def _range_span(reader: RangeReader) -> tuple[Any, ...]:
