@@ -13,8 +13,8 @@ DIAGNOSTICS = Catalogue("rocketmq", "RocketMQ", (
     ("length", WARNING, Group.MALFORMED,
      "the frame's length prefix disagrees with the bytes present"),
     ("header_type", WARNING, Group.PROTOCOL,
-     "a JSON header member of the wrong type (a code, version, opaque or flag that is not an integer; "
-     "extFields not an object)"),
+     "a JSON header member of the wrong type (a code, version, opaque or flag that is not an integer "
+     "or has more than 19 digits; extFields not an object)"),
     ("header_trailing", WARNING, Group.PROTOCOL,
      "bytes after the JSON or binary header, inside its declared length"),
     ("ext_limit", WARNING, Group.UNDECODED,

@@ -71,7 +71,8 @@ def _json_scalar(h: Header, key: str, node: JNode) -> bool:
     """Store a known scalar header key; False when the key is not one."""
     if key in _JSON_INT_KEYS:
         if node.kind != "number" or not isinstance(node.value, int):
-            h.diagnostics.append(DIAGNOSTICS("header_type", f"header {key} is not an integer", node.start))
+            what = "an integer of 19 digits at most" if node.kind == "number" else "an integer"
+            h.diagnostics.append(DIAGNOSTICS("header_type", f"header {key} is not {what}", node.start))
             return False
         setattr(h, _JSON_INT_KEYS[key], node.value)
     elif key == "language":

@@ -10,7 +10,6 @@ offset) for input it cannot make sense of, and limits nesting depth.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from typing import Any
 
@@ -19,6 +18,10 @@ from kdissect.errors import BadValue
 MAX_DEPTH = 64
 # Values one document may hold: a bigger one is refused (BadValue) before it fills memory.
 MAX_VALUES = 500_000
+# Digits an integer is read exactly with, as many as a Java long has (as ext-field strings are read
+# as integers): a longer one is a float, as numbers past 4,300 digits (int()'s limit) were, since
+# int() of a string and str() of the int take time growing with the square of the digits.
+MAX_INT_DIGITS = 19
 
 _WS = re.compile(rb"[ \t\r\n\x00]*")
 _SPACE = frozenset(b" \t\r\n\x00")
@@ -97,10 +100,8 @@ def _string_end(buf: bytes, pos: int) -> int:
 
 
 def _number(raw: bytes) -> int | float:
-    if _INT.fullmatch(raw):
-        # (int() refuses digit strings past the interpreter's limit, 4300 by default: a float, then)
-        with contextlib.suppress(ValueError):
-            return int(raw)
+    if len(raw) - (raw[0] == 0x2D) <= MAX_INT_DIGITS and _INT.fullmatch(raw):
+        return int(raw)
     try:
         return float(raw)
     except ValueError:
@@ -164,6 +165,8 @@ class _Parser:
         if node.kind in ("object", "array"):
             # fastjson writes a map whose keys are objects with the key object inline.
             return self.buf[node.start - self.base : node.end - self.base].decode("utf-8", "replace"), nxt
+        if node.kind == "number":  # as written (a long one is a float: 1e+25 is not its key)
+            return self.buf[node.start - self.base : node.end - self.base].decode("ascii"), nxt
         v = node.value
         if isinstance(v, bool):
             return ("true" if v else "false"), nxt

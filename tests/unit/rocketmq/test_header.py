@@ -78,6 +78,17 @@ def test_json_header_wrong_types_are_diagnosed() -> None:
     assert {d.key for d in h.diagnostics} == {"rocketmq.header_type"}
 
 
+def test_json_header_integers_past_a_long_are_diagnosed_not_read() -> None:
+    # An opaque of 4,300 digits was read as an exact int (int() and str() of it taking time
+    # growing with the square of the digits), matched responses by it and named the code
+    # UNKNOWN_ and 4,300 digits in the summary line.
+    long_, past = b"-" + b"9" * 18, b"9" * 4300
+    h = decode_json(b'{"code":10,"opaque":' + past + b',"version":' + long_ + b',"extFields":{"a":' + past + b"}}", 8)
+    assert (h.code, h.opaque, h.version) == (10, None, -999999999999999999)
+    assert [d.message for d in h.diagnostics] == ["header opaque is not an integer of 19 digits at most"]
+    assert h.ext_value("a") == float("inf")
+
+
 def test_json_nested_ext_value_kept_as_text() -> None:
     h = decode_json(b'{"code":1,"opaque":2,"extFields":{"a":{"b":[1]},"c":null}}', 8)
     assert [(e.key, e.value) for e in h.ext] == [("a", '{"b":[1]}'), ("c", None)]

@@ -72,11 +72,17 @@ def test_looks_like_json() -> None:
     assert not looks_like_json(b"   ")
 
 
-def test_a_number_longer_than_int_takes_is_a_float() -> None:
+def test_an_integer_longer_than_a_long_is_a_float() -> None:
     digits = "9" * 5000
-    node, _ = parse(f'{{"a":{digits},"b":-{digits},"c":{"9" * 4300}}}'.encode())
+    node, _ = parse(f'{{"a":{digits},"b":-{digits},"c":{"9" * 4300},"d":-{"9" * 19},"e":{"1" * 20}}}'.encode())
     plain = node.plain()
-    assert plain["a"] == float("inf") and plain["b"] == float("-inf") and plain["c"] == int("9" * 4300)
+    assert plain["a"] == float("inf") and plain["b"] == float("-inf") and plain["c"] == float("inf")
+    assert plain["d"] == -int("9" * 19) and plain["e"] == float("1" * 20)
+
+
+def test_a_number_key_is_its_text() -> None:
+    node, _ = parse(b'{0:"a",' + b"9" * 30 + b':"b",1.50:"c"}')
+    assert list(node.plain()) == ["0", "9" * 30, "1.50"]
 
 
 @pytest.mark.parametrize("text", [b'"' + b"\\q" * 100_000 + b'"', b"'" + b"\\'" * 100_000,
