@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdissect.filter import names
-from kdissect.filter.errors import FilterError, UnknownNameError
+from kdissect.filter.errors import FilterError, UnknownNameError, cut
 from kdissect.filter.keys import ALIASES, KDISSECT, PRESENT, atoms, compile_key
 from kdissect.filter.names import Vocabulary, suggestions
 from kdissect.filter.nodes import (
@@ -288,7 +288,7 @@ class _Compiler:
         self.check_name(ref)
         find = compile_key(ref.name, self.expr, ref.pos, self.protocols)
         if valued and "." not in ref.name:
-            raise FilterError(f"a protocol name ({ref.name}) takes no value", self.expr, ref.pos)
+            raise FilterError(f"a protocol name ({cut(ref.name)}) takes no value", self.expr, ref.pos)
         return find
 
     def check_name(self, ref: FieldRef) -> None:
@@ -298,7 +298,7 @@ class _Compiler:
         vocs = names.vocabularies(self.protocols)
         if proto == "kdissect" or proto not in vocs or vocs[proto].knows(name):
             return
-        raise UnknownNameError(f'"{ref.name}" is neither a field nor a protocol name.', self.expr, ref.pos,
+        raise UnknownNameError(f'"{cut(ref.name)}" is neither a field nor a protocol name.', self.expr, ref.pos,
                                suggestions(ref.name, _known_names(vocs)))
 
     def check_value(self, ref: FieldRef, lit: Literal) -> None:
@@ -310,7 +310,7 @@ class _Compiler:
         known = voc.values_of(ref.name) if voc is not None else None
         if not known or lit.text.lower() in {n.lower() for n in known}:
             return
-        raise UnknownNameError(f'"{lit.text}" is not a value of {ref.name}.', self.expr, lit.pos,
+        raise UnknownNameError(f'"{cut(lit.text)}" is not a value of {ref.name}.', self.expr, lit.pos,
                                suggestions(lit.text, known))
 
     def compare(self, node: Compare) -> Predicate:

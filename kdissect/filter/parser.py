@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from kdissect.filter.errors import FilterError
+from kdissect.filter.errors import FilterError, cut
 from kdissect.filter.lexer import (
     COMMA,
     END,
@@ -73,7 +73,7 @@ def is_number(text: str) -> bool:
 def field_ref(text: str, src: str, pos: int) -> FieldRef:
     """A field name written at `pos` of `src`; FilterError when it cannot be one."""
     if not FIELD_RE.match(text) or is_number(text):
-        raise FilterError(f"{text!r} is not a field name", src, pos)
+        raise FilterError(f"{cut(text)!r} is not a field name", src, pos)
     return FieldRef(text, pos)
 
 
@@ -82,7 +82,7 @@ def _describe(tok: Token) -> str:
         return "end of filter"
     if tok.kind == STRING:
         return "string"
-    return repr(tok.text)
+    return repr(cut(tok.text))
 
 
 class _Parser:

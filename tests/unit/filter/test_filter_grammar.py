@@ -119,6 +119,26 @@ def test_syntax_errors_point_at_the_spot(expr: str, reason: str, column: int) ->
     assert caret.index("^") == len("kdissect: error: ") + len(head) + column - 1
 
 
+def test_a_long_expression_is_shown_around_the_spot_of_its_error() -> None:
+    # A 200 KB expression with an error at its end was written whole, with a caret line as wide.
+    expr = "kafka.a == 1 and " * 12_000 + "kafka.b == " + "x" * 1000 + " )"
+    with pytest.raises(FilterError) as exc:
+        parse(expr)
+    assert exc.value.pos == len(expr) - 1 and exc.value.expr == expr
+    first, caret = str(exc.value).split("\n")
+    head = f"filter: unexpected ')' at column {len(expr)}: "
+    assert first == head + "…" + expr[-160:]
+    assert caret.index("^") == len("kdissect: error: ") + len(head) + 160
+    with pytest.raises(FilterError) as exc:
+        parse("(" * 300 + "kafka." + "a" * 1000 + " ==")
+    first, caret = str(exc.value).split("\n")
+    assert exc.value.reason == "nested deeper than 100 levels" and first.endswith(": …" + "(" * 80 + "(" * 80 + "…")
+    assert caret.index("^") == first.index("…") + 81 + len("kdissect: error: ")
+    with pytest.raises(FilterError) as exc:
+        parse("kafka.a == 1 " + "x" * 500)
+    assert exc.value.reason == f"unexpected {'x' * 79 + '…'!r}"
+
+
 @pytest.mark.parametrize("opener", ["(", "not ", "! "])
 def test_nesting_stops_at_its_limit_with_an_error(opener: str) -> None:
     closer = ")" if opener == "(" else ""

@@ -226,6 +226,17 @@ def test_unknown_field_name() -> None:
     ]
 
 
+def test_an_unknown_name_of_any_length_is_cut_in_the_error() -> None:
+    # A 100 KB name was written whole twice (in the message and the expression).
+    name = "kafka." + ".".join(["a"] * 50_000)
+    expr = f"kafka.api_key == 0 and {name} == 1"
+    lines, _ = _error(expr)
+    assert lines[0] == f'kdissect: error: -Y: "{name[:79]}…" is neither a field nor a protocol name.'
+    assert lines[1] == expr[:160] + "…"
+    assert lines[2] == " " * expr.index(name) + "^"
+    assert max(map(len, lines)) < 300
+
+
 def test_unknown_field_name_in_another_protocol() -> None:
     lines, _ = _error("zookeeper.pth == /a")
     assert lines[0] == 'kdissect: error: -Y: "zookeeper.pth" is neither a field nor a protocol name.'
