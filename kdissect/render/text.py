@@ -84,8 +84,16 @@ def value_text(f: Field, max_bytes: int) -> str:
     if f.hint in (ENUM, FLAGS) and f.display is not None:
         return f"{f.display} ({value_word(v)})"
     if isinstance(v, str):
-        return repr(v)
+        return str_text(v, max_bytes)
     return value_word(v)
+
+
+def str_text(s: str, max_bytes: int) -> str:
+    """A string quoted, cut at max_bytes characters (0: never) as bytes are:
+    `'abc' …(+1 character)`."""
+    if max_bytes <= 0 or len(s) <= max_bytes:
+        return repr(s)
+    return f"{s[:max_bytes]!r} …(+{plural(len(s) - max_bytes, 'character')})"
 
 
 def bytes_text(b: bytes, max_bytes: int, raw: bool) -> str:
@@ -137,11 +145,13 @@ def field_label(f: Field, max_bytes: int, element: int | None = None) -> str:
     """The line the tree (-V) prints for a field, without its indent: a structure's name, an
     array's name and size (`tags [2]`), else `name: value`; an element of an array (`element`:
     its index) as `[0] value`, or `[0]` and its label for a structure."""
+    label = f.label or f.name
+    if 0 < max_bytes < len(label):  # (a name can be data: a JSON key, a message property)
+        label = label[:max_bytes] + "…"
     if element is not None:
         if f.hint == STRUCT:
-            return f"[{element}] {f.label}" if f.label else f"[{element}]"
+            return f"[{element}] {label}" if f.label else f"[{element}]"
         return f"[{element}] {value_text(f, max_bytes)}"
-    label = f.label or f.name
     if f.hint == STRUCT:
         return f"{label}"
     if f.hint == ARRAY:

@@ -57,6 +57,18 @@ def test_byte_counts_singular_and_plural() -> None:
     assert value_text(Field("v", b"abcd"), 2) == "'ab' …(+2 bytes) [4 bytes]"
 
 
+def test_long_strings_and_names_are_cut_as_bytes_are() -> None:
+    # A string was shown whole: a ZooKeeper path, a RocketMQ remark or a four-letter-word reply
+    # of 4 MB was a line of 4 MB in read -V (its default --max-bytes is 256).
+    assert value_text(Field("path", "/" + "p" * 4_000_000), 256) == repr("/" + "p" * 255) + " …(+3999745 characters)"
+    assert value_text(Field("path", "/ab"), 2) == "'/a' …(+1 character)"
+    assert value_text(Field("path", "/ab"), 3) == "'/ab'"
+    assert value_text(Field("path", "/ab"), 0) == "'/ab'"
+    key = "K" * 1000
+    assert tree_lines([Field("k", 1, label=key)], 8) == ["    KKKKKKKK…: 1"]
+    assert tree_lines([Field("k", 1, label=key)], 0) == [f"    {key}: 1"]
+
+
 def test_tree_lines_use_the_value_forms() -> None:
     fields = [Field("done", False), Field("tags", None, children=[Field("", True), Field("", None)], hint="array")]
     assert tree_lines(fields, 0) == ["    done: false", "    tags [2]", "        [0] true", "        [1] null"]
