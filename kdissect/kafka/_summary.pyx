@@ -10,6 +10,7 @@ from kdissect._model cimport F_CHILDREN, F_NAME, F_VALUE, read_slot, reads_field
 cdef object _topic_ids = None
 cdef object ACKS = None
 cdef Py_ssize_t MAX_TOPICS = 0
+cdef Py_ssize_t MAX_NAME = 249  # summary.MAX_NAME (tests/unit/kafka check they agree)
 
 
 cdef void _load():
@@ -20,6 +21,11 @@ cdef void _load():
         ACKS = summary.ACKS
         MAX_TOPICS = summary.MAX_TOPICS
         _topic_ids = topic_ids
+
+
+cdef inline str _short(str name):
+    """summary.short."""
+    return name if len(name) <= MAX_NAME else name[: MAX_NAME - 1] + "…"
 
 
 cdef inline object _name(object f):
@@ -81,7 +87,7 @@ def value(fields, name):
 
 def text(fields, name):
     """summary.text."""
-    return _word(_value_of(fields, name))
+    return _short(_word(_value_of(fields, name)))
 
 
 def elements(fields, name):
@@ -94,14 +100,14 @@ cdef str _label(object t, object ctx):
     for key in ("name", "topic", "topic_name"):
         v = _value_of(kids, key)
         if isinstance(v, str):
-            return v
+            return _short(v)
     tid = _value_of(kids, "topic_id")
     if tid is None:
         return "?"
     _load()
     ids = _topic_ids(ctx)
     known = ids.name(tid) if ids is not None else None
-    return known if known is not None else str(tid)[:8]
+    return _short(known) if known is not None else str(tid)[:8]
 
 
 def topic_label(t, ctx):
@@ -137,7 +143,7 @@ def produce_request(fields, ctx):
             kids = _children(p)
             rec = _child(kids, "records")
             n = (records.get(id(rec), {}) if rec is not None else {}).get("records")
-            index = _word(_value_of(kids, "index"))
+            index = _short(_word(_value_of(kids, "index")))
             parts.append(index if n is None else f"{index}:{_records(n)}")
         topics.append(f"{_label(t, ctx)}[{', '.join(parts)}]")
     if isinstance(acks, int):
@@ -152,6 +158,6 @@ def partition_offsets(fields, ctx, topics_key, parts_key, part, offset):
         parts = []
         for p in _elements(_children(t), parts_key):
             kids = _children(p)
-            parts.append(f"{_word(_value_of(kids, part))}@{_word(_value_of(kids, offset))}")
+            parts.append(f"{_short(_word(_value_of(kids, part)))}@{_short(_word(_value_of(kids, offset)))}")
         topics.append(f"{_label(t, ctx)}[{', '.join(parts)}]")
     return _shown(topics)

@@ -22,6 +22,7 @@ from kdissect.kafka.headers import (
 )
 from kdissect.kafka.infer import infer_response
 from kdissect.kafka.sasl import decode_sasl_auth_bytes
+from kdissect.kafka.summary import short
 from kdissect.model import Field, Group, Message, Severity
 from kdissect.text import plural
 from kdissect.wire.reader import WireReader
@@ -204,7 +205,7 @@ class KafkaDissector:
         info["corr"] = corr
         info["client_id"] = client_id
         summary = f"{name} v{version} request corr={corr}"
-        msg.summary = f"{summary} client={client_id}" if client_id else summary
+        msg.summary = f"{summary} client={short(client_id)}" if client_id else summary
         if api_key == SASL_HANDSHAKE:
             state.sasl_mechanism = _sasl_mechanism(msg.data, r.pos, flexible)
         if api_key == PRODUCE:

@@ -17,6 +17,9 @@ from kdissect.text import plural, value_word
 
 Summariser = Callable[[list[Field], Ctx], str]
 MAX_TOPICS = 5
+# Characters of a name (a topic, client id, group, transactional id) a summary shows: Kafka's
+# longest topic name; a longer name (any up to 32,767 on the wire) is cut, with "…".
+MAX_NAME = 249
 ACKS = {-1: "all", 0: "0", 1: "1"}
 
 
@@ -32,9 +35,15 @@ def value(fields: list[Field] | None, name: str) -> object:
     return None if f is None else f.value
 
 
+def short(name: str) -> str:
+    """A name as summaries write it: cut after MAX_NAME characters."""
+    return name if len(name) <= MAX_NAME else name[: MAX_NAME - 1] + "…"
+
+
 def text(fields: list[Field] | None, name: str) -> str:
-    """The value of a child as summaries write it (null, true, false; never None)."""
-    return value_word(value(fields, name))
+    """The value of a child as summaries write it (null, true, false; never None; cut as short
+    cuts it)."""
+    return short(value_word(value(fields, name)))
 
 
 def elements(fields: list[Field] | None, name: str) -> list[Field]:
@@ -48,13 +57,13 @@ def topic_label(t: Field, ctx: Ctx) -> str:
     for key in ("name", "topic", "topic_name"):
         v = value(t.children, key)
         if isinstance(v, str):
-            return v
+            return short(v)
     tid = value(t.children, "topic_id")
     if tid is None:
         return "?"
     ids = topic_ids(ctx)
     known = ids.name(tid) if ids is not None else None
-    return known if known is not None else str(tid)[:8]
+    return short(known) if known is not None else str(tid)[:8]
 
 
 def _limit(items: list[str]) -> str:
@@ -134,8 +143,8 @@ def metadata_response(fields: list[Field], ctx: Ctx) -> str:
 def generic(fields: list[Field], ctx: Ctx) -> str:
     out = []
     if ctx.groups:
-        out.append(f"group={ctx.groups[0]}")
-    topics = list(dict.fromkeys(ctx.topics))
+        out.append(f"group={short(ctx.groups[0])}")
+    topics = [short(t) for t in dict.fromkeys(ctx.topics)]
     if topics:
         out.append(f"topics=[{_limit(topics)}]")
     return " ".join(out)
@@ -143,8 +152,8 @@ def generic(fields: list[Field], ctx: Ctx) -> str:
 
 def find_coordinator(fields: list[Field], ctx: Ctx) -> str:
     key = value(fields, "key")
-    keys = [value_word(k.value) for k in elements(fields, "coordinator_keys")]
-    return f"key={key}" if key is not None else f"keys=[{_limit(keys)}]"
+    keys = [short(value_word(k.value)) for k in elements(fields, "coordinator_keys")]
+    return f"key={short(value_word(key))}" if key is not None else f"keys=[{_limit(keys)}]"
 
 
 def api_versions_response(fields: list[Field], ctx: Ctx) -> str:
@@ -183,7 +192,7 @@ def find_coordinator_response(fields: list[Field], ctx: Ctx) -> str:
     if nodes[0][0] is None:
         nodes = [(value(c.children, "node_id"), value(c.children, "host"), value(c.children, "port"))
                  for c in elements(fields, "coordinators")]
-    return _limit([f"node={n} {h}:{p}" for n, h, p in nodes])
+    return _limit([f"node={n} {short(str(h))}:{p}" for n, h, p in nodes])
 
 
 def _producer(fields: list[Field]) -> str:
@@ -204,7 +213,7 @@ def init_producer_id_request(fields: list[Field], ctx: Ctx) -> str:
     bump = _producer(fields) if isinstance(pid, int) and pid >= 0 else ""
     if txn is None:
         return _words("idempotent", bump)
-    return _words(f"txn={txn} timeout={text(fields, 'transaction_timeout_ms')}ms", bump)
+    return _words(f"txn={short(value_word(txn))} timeout={text(fields, 'transaction_timeout_ms')}ms", bump)
 
 
 def producer_response(fields: list[Field], ctx: Ctx) -> str:
@@ -242,7 +251,7 @@ def _sasl_token(fields: list[Field]) -> str:
     step = value(kids, "step")
     user = next((v for v in (value(kids, k) for k in SASL_USER) if isinstance(v, str) and v), None)
     return _words(str(mech or ""), "" if step in (None, "plain") else str(step),
-                  f"user={user}" if user is not None else "")
+                  f"user={short(user)}" if user is not None else "")
 
 
 def sasl_authenticate_request(fields: list[Field], ctx: Ctx) -> str:

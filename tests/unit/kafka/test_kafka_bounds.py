@@ -15,7 +15,7 @@ from pcapgen import kafka_request, uvarint
 
 from kdissect.dissect import base
 from kdissect.dissect.base import Options, run_dissector
-from kdissect.kafka import headers
+from kdissect.kafka import headers, summary
 from kdissect.kafka.dissector import DISSECTOR
 from kdissect.model import Field, Group, Message, Pdu, Severity
 
@@ -201,6 +201,17 @@ def test_array_past_the_element_limit_keeps_the_first_elements(monkeypatch: pyte
     assert "1000 elements" in d.message and "the first 50 are shown" in d.message
     assert msg.summary.startswith("Metadata v0 request corr=9 client=m topics=[t0, t1, t2")
     assert msg.info["topics"][:2] == ["t0", "t1"]
+
+
+def test_names_in_the_summary_are_cut_after_a_topic_name_s_longest() -> None:
+    # A client id (or topic) of 32,767 characters was written whole in the summary line, so
+    # read wrote 4 MB for 4 MB of ApiVersions requests.
+    long_ = "c" * 32767
+    body = struct.pack(">i", 2) + b"".join(struct.pack(">h", len(t)) + t for t in (b"t" * 300, b"t" * 249))
+    msg = dissect(kafka_request(3, 0, 9, long_, body))
+    cut = "c" * (summary.MAX_NAME - 1) + "…"
+    assert msg.summary == f"Metadata v0 request corr=9 client={cut} topics=[{'t' * 248}…, {'t' * 249}]"
+    assert msg.info["client_id"] == long_
 
 
 def test_array_limit_inside_a_nested_array_keeps_the_tree_so_far(monkeypatch: pytest.MonkeyPatch) -> None:

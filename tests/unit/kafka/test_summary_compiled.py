@@ -157,3 +157,12 @@ def test_random_trees(fields: list[Field], api: tuple[int, bool], stats: dict[in
             assert got is want if n in ("child", "value") else got == want
     assert PURE["_limit"]([str(i) for i in range(len(fields) * 2)]) == COMPILED["_limit"](
         [str(i) for i in range(len(fields) * 2)])
+
+
+def test_names_are_cut_at_the_same_length() -> None:
+    for n in (summary.MAX_NAME - 1, summary.MAX_NAME, summary.MAX_NAME + 1, 40_000):
+        fields = [Field("name", "n" * n)]
+        want = PURE["text"](fields, "name")
+        assert COMPILED["text"](fields, "name") == want and len(want) == min(n, summary.MAX_NAME)
+        topic = Field("topic", None, children=fields)
+        assert COMPILED["topic_label"](topic, Ctx(Options())) == PURE["topic_label"](topic, Ctx(Options())) == want
