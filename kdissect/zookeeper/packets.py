@@ -225,6 +225,6 @@ def _describe_notification(msg: Message, body: list[Field]) -> None:
     path = body[2] if len(body) > 2 else None
     if path is not None and isinstance(path.value, str) and path.value:
         msg.info["path"] = path.value
-        msg.summary = f"{event.display} {path.value}"
+        msg.summary = f"{event.display} {summary.short(path.value)}"
     else:
         msg.summary = f"{event.display} {state.display}" if event.value != -1 else f"state {state.display}"

@@ -10,10 +10,17 @@ from kdissect.text import plural, value_word
 
 Part = Callable[[Field], "str | None"]
 MAX_PATHS = 3
+# Characters of a path (or any text) a summary shows: a longer one (a path may have megabytes) is
+# cut, with "…"; the field and the facts keep it whole.
+MAX_TEXT = 1024
+
+
+def short(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
 
 def _value(f: Field) -> str | None:
-    return None if f.value is None else value_word(f.value)
+    return None if f.value is None else short(value_word(f.value))
 
 
 def _size(f: Field) -> str | None:
@@ -123,6 +130,6 @@ def reply(op: str, body: list[Field]) -> str:
 
 def ops_list(ops: list[tuple[str, str | None]]) -> str:
     """'create /a, setData /a, delete /b +2 more' for a multi's sub-operations."""
-    shown = [f"{name} {path}" if path else name for name, path in ops[:MAX_PATHS]]
+    shown = [f"{name} {short(path)}" if path else name for name, path in ops[:MAX_PATHS]]
     more = f" +{len(ops) - MAX_PATHS} more" if len(ops) > MAX_PATHS else ""
     return ", ".join(shown) + more

@@ -49,3 +49,20 @@ def test_multi_operations_past_the_limit_are_read_not_kept(monkeypatch: pytest.M
     assert len(field(req, "ops").children or []) == 10
     assert keys(req) == ["zookeeper.vector_limit"]
     assert req.summary.startswith("multi delete /n0, delete /n1")
+
+
+def test_a_long_path_is_cut_in_summaries_and_kept_whole_in_the_fields() -> None:
+    # A create of a 2 MB path had a summary line as long, and its reply another.
+    from kdissect.zookeeper.summary import MAX_TEXT
+
+    path = "/" + "p" * 2_000_000
+    cut = path[: MAX_TEXT - 1] + "…"
+    st = started()
+    req = dissect(request(6, 1, ustr(path) + ustr("d") + i32(0) + i32(0)), True, st)  # create
+    resp = dissect(reply(6, 0x11, 0, ustr(path)), False, st)
+    hdr = lambda t, done=False: i32(t) + (b"\1" if done else b"\0") + i32(-1)  # noqa: E731
+    multi = dissect(request(7, 14, hdr(2) + ustr(path) + i32(-1) + hdr(-1, True)), True, st)
+    event = dissect(reply(-1, 0x12, 0, i32(3) + i32(3) + ustr(path)), False, st)
+    assert req.summary == f"create {cut} 1 byte" and resp.summary == f"create → {cut}"
+    assert multi.summary == f"multi delete {cut}" and event.summary == f"NodeDataChanged {cut}"
+    assert value(req, "path") == path and req.info["path"] == path
