@@ -17,7 +17,7 @@ from kdissect.rocketmq.diagnostics import DIAGNOSTICS
 from kdissect.rocketmq.extfields import CREDENTIAL_EXT_FIELDS, ext_fields
 from kdissect.rocketmq.header import Header, decode_binary, decode_json
 from kdissect.rocketmq.probe import frame_score
-from kdissect.rocketmq.summary import request_summary, response_summary
+from kdissect.rocketmq.summary import MAX_REMARK, request_summary, response_summary
 from kdissect.rocketmq.tables import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
@@ -210,6 +210,8 @@ class RocketMQDissector:
 def _response_diagnostic(msg: Message, code: int, name: str, remark: str | None) -> None:
     if code == SUCCESS or code in PULL_STATUS_CODES:
         return
+    if remark and len(remark) > MAX_REMARK:
+        remark = remark[: MAX_REMARK - 3] + "..."
     text = f"response {name} ({code})" + (f": {remark}" if remark else "")
     if code in PARTIAL_SUCCESS_CODES:
         msg.add(DIAGNOSTICS("partial_success", text, 8))

@@ -52,6 +52,8 @@ RESPONSE_SPECS: dict[int, Spec] = {
 
 # Property names shown in send summaries.
 SEND_PROPERTIES = (("keys", "KEYS"), ("tags", "TAGS"))
+# Characters of a remark a summary or diagnostic quotes (the field keeps it whole).
+MAX_REMARK = 120
 
 
 def _pairs(spec: Spec, ext: dict[str, Any]) -> list[str]:
@@ -102,5 +104,5 @@ def response_summary(name: str, code: int | None, req_code: int | None, remark: 
     elif ok and req_code is not None:
         parts += _pairs(RESPONSE_SPECS.get(req_code, ()), ext)
     if remark and code != SUCCESS:
-        parts.append(f"remark={remark!r}" if len(remark) <= 120 else f"remark={remark[:117]!r}...")
+        parts.append(f"remark={remark!r}" if len(remark) <= MAX_REMARK else f"remark={remark[:MAX_REMARK - 3]!r}...")
     return " ".join(parts)

@@ -166,6 +166,16 @@ def test_error_response(run: Run) -> None:
     assert [(d.group, d.severity) for d in resp.diagnostics] == [(Group.PROTOCOL, Severity.WARNING)]
 
 
+def test_a_long_remark_is_cut_in_the_summary_and_the_diagnostic(run: Run) -> None:
+    # The diagnostic of an error response quoted its remark whole: 4 MB of remark, a diagnostic
+    # of 4 MB in every output.
+    remark = "r" * 4_000_000
+    resp = run(enc.frame(1, opaque=10, flag=1, remark=remark), to_server=False)
+    assert resp.summary == f"SYSTEM_ERROR remark={'r' * 117!r}..."
+    assert [d.message for d in resp.diagnostics] == [f"response SYSTEM_ERROR (1): {'r' * 117}..."]
+    assert field(resp, "remark") == remark
+
+
 def test_unmatched_response_body_is_guessed(run: Run) -> None:
     resp = run(enc.frame(0, opaque=99, flag=1, body=enc.stored_message("t", b"x")), to_server=False)
     assert resp.peer is None and resp.summary == "SUCCESS 1 message"
