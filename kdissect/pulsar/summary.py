@@ -10,6 +10,15 @@ from kdissect.pulsar.commands import BARE_FIELDS, ERROR_FIELDS, SUMMARY_FIELDS
 from kdissect.pulsar.payload import PayloadFacts
 from kdissect.text import plural, value_word
 
+# Characters of a name or text (a topic, producer, URL, error message) a summary shows: a longer
+# one is cut, with "…"; the fields and the facts keep it whole.
+MAX_TEXT = 1024
+
+
+def short(text: object) -> str:
+    s = str(text)
+    return s if len(s) <= MAX_TEXT else s[: MAX_TEXT - 1] + "…"
+
 
 def show(f: Field | None) -> str:
     """A compact text form of a field: enum symbol, message id "ledger:entry", list head."""
@@ -27,7 +36,7 @@ def show(f: Field | None) -> str:
         return f.display
     if isinstance(f.value, bytes):
         return f"<{plural(len(f.value), 'byte')}>"
-    return value_word(f.value)
+    return short(value_word(f.value))
 
 
 def message_id(f: Field) -> str:
@@ -91,14 +100,14 @@ def _message(body: Field | None, msg: Message, facts: PayloadFacts | None) -> st
 
 def _connect(body: Field | None, msg: Message, facts: PayloadFacts | None) -> str:
     b = body or Field("connect")
-    out = f"CONNECT client={b.get('client_version')} protocol={b.get('protocol_version') or 0}"
+    out = f"CONNECT client={short(b.get('client_version'))} protocol={b.get('protocol_version') or 0}"
     method = b.get("auth_method_name")
-    return out + (f" auth={method}" if method else "")
+    return out + (f" auth={short(method)}" if method else "")
 
 
 def _connected(body: Field | None, msg: Message, facts: PayloadFacts | None) -> str:
     b = body or Field("connected")
-    out = f"CONNECTED server={b.get('server_version')} protocol={b.get('protocol_version') or 0}"
+    out = f"CONNECTED server={short(b.get('server_version'))} protocol={b.get('protocol_version') or 0}"
     size = b.get("max_message_size")
     return out + (f" max_message_size={size}" if size is not None else "")
 
@@ -106,10 +115,10 @@ def _connected(body: Field | None, msg: Message, facts: PayloadFacts | None) -> 
 def _lookup_response(body: Field | None, msg: Message, facts: PayloadFacts | None) -> str:
     b = body or Field("lookup_topic_response")
     kind = show(b.child("response"))
-    out = "LOOKUP " + str(_req_info(msg, "topic") or "?")
+    out = "LOOKUP " + short(_req_info(msg, "topic") or "?")
     url = b.get("broker_service_url") or b.get("broker_service_url_tls")
     if url:
-        out += f" → broker {url}"
+        out += f" → broker {short(url)}"
     if kind and kind != "Connect":
         out += f" ({kind})"
     return out
@@ -117,7 +126,7 @@ def _lookup_response(body: Field | None, msg: Message, facts: PayloadFacts | Non
 
 def _partitions(body: Field | None, msg: Message, facts: PayloadFacts | None) -> str:
     b = body or Field("partition_metadata_response")
-    out = "PARTITIONED_METADATA " + str(_req_info(msg, "topic") or "?")
+    out = "PARTITIONED_METADATA " + short(_req_info(msg, "topic") or "?")
     n = b.get("partitions")
     return out + (f" → {n} partitions" if n is not None else "")
 
@@ -127,7 +136,7 @@ def _plain_response(type_name: str) -> Callable[[Field | None, Message, PayloadF
         out = generic(type_name, body, msg)
         if msg.peer is not None:
             req = msg.peer.info
-            out += f" for {req.get('op')}" + (f" {req['topic']}" if req.get("topic") else "")
+            out += f" for {req.get('op')}" + (f" {short(req['topic'])}" if req.get("topic") else "")
         return out
 
     return summary
@@ -154,7 +163,7 @@ def _req_info(msg: Message, key: str) -> Any:
 
 def _topic(msg: Message) -> str:
     t = msg.info.get("topic")
-    return f" {t}" if t else ""
+    return f" {short(t)}" if t else ""
 
 
 def summarize(type_name: str, body: Field | None, msg: Message, facts: PayloadFacts | None) -> str:
@@ -164,7 +173,7 @@ def summarize(type_name: str, body: Field | None, msg: Message, facts: PayloadFa
         out += _topic(msg)
     if msg.info.get("error"):
         text = msg.info.get("error_message")
-        out += f" error={msg.info['error']}" + (f": {text}" if text else "")
+        out += f" error={msg.info['error']}" + (f": {short(text)}" if text else "")
     return out
 
 

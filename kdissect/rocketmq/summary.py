@@ -54,6 +54,13 @@ RESPONSE_SPECS: dict[int, Spec] = {
 SEND_PROPERTIES = (("keys", "KEYS"), ("tags", "TAGS"))
 # Characters of a remark a summary or diagnostic quotes (the field keeps it whole).
 MAX_REMARK = 120
+# ... and of a name (a topic, group, client id, property) a summary shows, cut with "…".
+MAX_TEXT = 1024
+
+
+def short(v: object) -> str:
+    s = value_word(v)
+    return s if len(s) <= MAX_TEXT else s[: MAX_TEXT - 1] + "…"
 
 
 def _pairs(spec: Spec, ext: dict[str, Any]) -> list[str]:
@@ -64,7 +71,7 @@ def _pairs(spec: Spec, ext: dict[str, Any]) -> list[str]:
         if v is None or v == "" or label in seen:
             continue
         seen.add(label)
-        out.append(f"{label}={value_word(v)}")
+        out.append(f"{label}={short(v)}")
     return out
 
 
@@ -77,12 +84,12 @@ def request_summary(name: str, code: int | None, ext: dict[str, Any], body: Body
     parts = [name] + _pairs(REQUEST_SPECS.get(code, DEFAULT_SPEC) if code is not None else DEFAULT_SPEC, ext)
     props = ext.get("properties")
     if code in ALL_SEND_CODES and isinstance(props, dict):
-        parts += [f"{label}={props[k]}" for label, k in SEND_PROPERTIES if props.get(k)]
+        parts += [f"{label}={short(props[k])}" for label, k in SEND_PROPERTIES if props.get(k)]
     if body.messages is not None:
         parts.append(plural(len(body.messages), "message"))
     client = _json_str(body, "clientID")
     if client:
-        parts.append(f"client={client}")
+        parts.append(f"client={short(client)}")
     return " ".join(parts)
 
 
@@ -91,7 +98,7 @@ def answering(req: Mapping[str, Any] | None) -> list[str]:
     if req is None or not req.get("op"):
         return []
     topic = req.get("topic")
-    return [f"for {req['op']}"] + ([f"topic={topic}"] if topic not in (None, "") else [])
+    return [f"for {req['op']}"] + ([f"topic={short(topic)}"] if topic not in (None, "") else [])
 
 
 def response_summary(name: str, code: int | None, req_code: int | None, remark: str | None, ext: dict[str, Any],

@@ -83,6 +83,22 @@ def test_producer_topic_remembered_for_send_and_receipt() -> None:
     assert "message_id=9:40" in receipt.summary
 
 
+def test_long_names_are_cut_in_summaries_and_kept_whole_in_facts() -> None:
+    # A topic or producer name of 1 MB was written whole in the summary of its command and of
+    # every SEND and answer naming it: read wrote 60 MB for 50 MB of such commands.
+    from kdissect.pulsar.summary import MAX_TEXT
+
+    topic, name = "persistent://t/n/" + "x" * 1_000_000, "p" * 1_000_000
+    cut = lambda s: s[: MAX_TEXT - 1] + "…"  # noqa: E731
+    st = _state()
+    prod = run(simple(PRODUCER, pb((1, topic), (2, 1), (3, 7))), state=st)
+    ok = run(simple(PRODUCER_SUCCESS, pb((1, 7), (2, name))), to_server=False, state=st)
+    assert prod.summary == f"PRODUCER {cut(topic)} producer_id=1" and prod.info["topic"] == topic
+    assert ok.summary == f"PRODUCER_SUCCESS producer_name={cut(name)} for PRODUCER {cut(topic)}"
+    send = run(payload_frame(SEND, pb((1, 1), (2, 42), (3, 1)), pb((1, name), (2, 42), (3, 1)), b"a"), state=st)
+    assert send.summary == f"SEND producer=1 seq=42 1 message {cut(topic)}" and send.info["topic"] == topic
+
+
 def test_chunks_sharing_a_sequence_id_match_in_order() -> None:
     st = _state()
     sends = [run(simple(SEND, pb((1, 0), (2, 5))), state=st) for _ in range(3)]

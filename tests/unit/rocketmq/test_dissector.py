@@ -39,6 +39,18 @@ def test_send_v2_request_and_response(run: Run, st: int) -> None:
     assert resp.info["op"] == "SEND_MESSAGE_V2" and resp.info["error"] is None
 
 
+def test_long_names_are_cut_in_summaries_and_kept_whole_in_facts(run: Run) -> None:
+    # A topic of 1 MB was written whole in the summary of the request and of its response.
+    from kdissect.rocketmq.summary import MAX_TEXT
+
+    topic = "T" * 1_000_000
+    cut = topic[: MAX_TEXT - 1] + "…"
+    req = run(enc.frame(310, opaque=42, ext=_v2(topic, 3, {"KEYS": "k" * 2000})))
+    assert req.summary == f"SEND_MESSAGE_V2 topic={cut} queue=3 keys={'k' * (MAX_TEXT - 1)}…"
+    resp = run(enc.frame(17, opaque=42, flag=1), to_server=False)
+    assert resp.summary == f"TOPIC_NOT_EXIST for SEND_MESSAGE_V2 topic={cut}" and resp.info["topic"] == topic
+
+
 def test_v2_letters_are_labelled_with_full_names(run: Run) -> None:
     msg = run(enc.frame(310, opaque=1, ext={"b": "t", "n": "broker-a"}))
     ext = next(f for f in msg.fields if f.name == "ext_fields")
