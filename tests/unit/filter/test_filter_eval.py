@@ -274,3 +274,30 @@ def test_the_time_a_stopped_search_ran_is_what_counts_in_the_budget(monkeypatch:
     assert keep(zk("a" * 40 + "!")) is False
     assert keep(zk("/a")) is False  # it matches, but is not searched any more
     assert "kdissect: warning: the regular expression '(a+)+$' took more" in capsys.readouterr().err
+
+
+def test_a_long_value_is_probed_a_window_at_a_time_before_its_search(capsys: pytest.CaptureFixture[str]) -> None:
+    """re notices the timer only every few thousand start positions: `p+q` against 4 MB of p's, each
+    start position scanning the rest of the value, was stopped 10 s past its limit of 0.45 s.
+    Searched a window at a time first, it is stopped within a window's length of its limit."""
+    import time
+
+    from kdissect.filter import evaluator
+
+    calls: list[tuple[int, ...]] = []
+    w = evaluator.MATCH_WINDOW
+    assert evaluator._timed(lambda s, *at: calls.append(at) or at, "x" * (2 * w + 1), 1.0) is True
+    assert calls == [(0, w), (w, 2 * w), (2 * w, 3 * w), ()]
+    calls.clear()
+    assert evaluator._timed(lambda s, *at: calls.append(at) or at, "x" * (2 * w), 1.0) is True and calls == [()]
+
+    def zk(path: str) -> Message:
+        m = _zk_request()
+        m.fields = [Field("path", path)]
+        return m
+
+    start = time.process_time()
+    assert compile_filter('zookeeper.path matches "p+q"')(zk("/" + "p" * 2_000_000)) is False
+    assert time.process_time() - start < 1.5  # (about 3.5 s before)
+    assert compile_filter('zookeeper.path matches "^/p+$"')(zk("/" + "p" * 2_000_000)) is True
+    assert "took more than 0.25 s on a value of 2,000,001 characters" in capsys.readouterr().err
