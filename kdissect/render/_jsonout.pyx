@@ -1168,6 +1168,22 @@ def message_json(m, max_bytes=256):
     return _pure("dumps_bytes")(message_dict(m, max_bytes))
 
 
+def fields_json(fields, max_bytes=256):
+    """dumps_bytes(fields_dict(fields, max_bytes)), the `fields` member of message_json, written
+    straight from the tree when the writer handles everything in it."""
+    cdef Py_ssize_t mb = _limit(max_bytes)
+    cdef _Writer w
+    if mb >= 0:
+        w = _Writer(mb)
+        try:
+            w.fields(fields)
+        except Exception:
+            pass  # the dict path decides
+        else:
+            return w.output()
+    return _pure("dumps_bytes")(fields_dict(fields, max_bytes))
+
+
 # ---------------------------------------------------------------------------------------------
 # The encoder's float check
 

@@ -14,6 +14,7 @@ from kdissect.render._time cimport round9
 from kdissect.spark._coerce cimport int32, int64, text
 
 import kdissect.render.jsonout as J
+from kdissect.render._jsonout import fields_json as fields_json_
 import kdissect.spark.rows as R
 import kdissect.spark.values as V
 from kdissect import protocols
@@ -25,6 +26,7 @@ cdef dict _COMPILED = R._COMPILED
 cdef dict STATUS = R.STATUS
 cdef object message_dict = R.message_dict
 cdef object fields_dict = J.fields_dict
+cdef object fields_json = fields_json_
 cdef object walk = V.walk
 cdef object json_text = V.json_text
 cdef object quote = V._quote
@@ -157,7 +159,9 @@ cdef list _json_map(dict d):
 
 def message_values(m, max_bytes=256, d=None):
     """The `messages` row of m (d: its message_dict, when already made; else the members of
-    message_dict are read from m as message_dict reads them, without the dict)."""
+    message_dict are read from m as message_dict reads them, without the dict, the fields
+    object's text written from the tree)."""
+    cdef bint unread
     if d is None:
         frame = m.frame
         frames = m.frames
@@ -170,7 +174,10 @@ def message_values(m, max_bytes=256, d=None):
         summary = m.summary
         length = len(m.data)
         info = {k: v for k, v in m.info.items() if v is not None}
-        fields = fields_dict(m.fields, max_bytes)
+        tree = m.fields
+        fields_text = (<bytes?>fields_json(tree, max_bytes)).decode("utf-8")
+        fields = None  # made for the projection, of the fields it reads (unread: True)
+        unread = True
         diagnostics = [x.to_json() for x in m.diagnostics]
         match = m.match
         match = match.to_json() if match else None
@@ -180,6 +187,8 @@ def message_values(m, max_bytes=256, d=None):
         info, fields = d["info"], d["fields"]
         if type(info) is not dict:
             return _pure_message_values(m, max_bytes, d)
+        fields_text = json_text(fields)
+        unread = False
         ts = d["ts"]
         frame, frames, stream, src, dst = d["frame"], d["frames"], d["stream"], d["src"], d["dst"]
         protocol, kind, summary, length = d["protocol"], d["kind"], d["summary"], d["length"]
@@ -208,7 +217,7 @@ def message_values(m, max_bytes=256, d=None):
         text((<dict>info).get("error")),
         text((<dict>info).get("topic")),
         _json_map(<dict>info),
-        json_text(fields),
+        fields_text,
         diagnostics,
         match,
         tls,
@@ -220,11 +229,63 @@ def message_values(m, max_bytes=256, d=None):
             c = _COMPILED.get(name)
             if c is None:
                 c = _compiled(name, proto.columns)
+            if unread:
+                fields = _read_fields(tree, c, max_bytes)
             row.append(projected(c, fields, info))
         else:
             row.append(None)
     row.append(date_of(ts))
     return tuple(row)
+
+
+cdef dict _READS = {}  # id of a compiled projection -> (it, the top-level names it reads, or None)
+
+
+cdef object _reads(tuple c):
+    """The names of the fields object a compiled projection can read a value from: the first
+    part of each of its paths into the fields, and the names whose derived keys those are (x of
+    x_name or x_text, as fields_dict makes them); None when a path reads any member ("*")."""
+    held = _READS.get(id(c))
+    if held is not None and (<tuple>held)[0] is c:
+        return (<tuple>held)[1]
+    names = set()
+    for col in c:
+        for in_info, parts in col[1]:
+            if in_info:
+                continue
+            name = parts[0]
+            if name == "*":
+                names = None
+                break
+            names.add(name)
+            while name.endswith("_name") or name.endswith("_text"):
+                name = name[:-5]
+                names.add(name)
+        if names is None:
+            break
+    reads = None if names is None else frozenset(names)
+    if len(_READS) >= 64:
+        _READS.clear()
+    _READS[id(c)] = (c, reads)
+    return reads
+
+
+cdef dict _read_fields(object tree, tuple c, object max_bytes):
+    """What projected() reads of fields_dict(tree, max_bytes): the dict of the top-level fields
+    whose names the projection reads. A key of fields_dict is made by the fields of its name and
+    of the names it derives from, so each key it reads holds what the whole dict holds; a tree
+    that is no list of fields with str names gives the whole dict."""
+    reads = _reads(c)
+    if reads is None or type(tree) is not list:
+        return fields_dict(tree, max_bytes)
+    cdef list some = []
+    for f in <list>tree:
+        name = f.name
+        if type(name) is not str:
+            return fields_dict(tree, max_bytes)
+        if name in <frozenset>reads:
+            some.append(f)
+    return fields_dict(some, max_bytes)
 
 
 cdef inline object _micros(object ts):

@@ -19,7 +19,7 @@ from support import CAPTURES, SHARED_CAPTURES, sidecar_decode_as, sidecar_keylog
 
 from kdissect import accel, protocols
 from kdissect.dissect.base import Options
-from kdissect.model import Match, Message, Pdu
+from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, Field, Match, Message, Pdu, Row
 from kdissect.pipeline import dissect_file
 from kdissect.protocols import DissectorRegistry, names
 from kdissect.render.jsonout import message_dict
@@ -151,6 +151,69 @@ def test_random_messages_give_the_same_rows(protocol: str, kind: str, info: dict
             m.match = Match(9, "response", 0.000123456)
     same("message_values", m, 256, {**message_dict(m), "fields": fields})
     same("message_values", m, 256)  # (read from m itself)
+    same("transaction_values", m)
+
+
+# Field trees for message_values read from the message itself: the names the projections read
+# (and names they derive: x_name of an enum, x_text of bytes), repeated, with structs, arrays and
+# Rows, as fields_dict turns them into the fields object.
+# A projection that reads derived keys only (x_name without x): its twin reads the fields they
+# derive from too.
+DERIVED: Any = (("a", "string", ("a_name", "b.c")), ("t", "string", ("t_text",)), ("e", "string", ("e_name_name",)),
+                ("h", "int", ("header.api_key", "info.x")))
+NAMES_READ = sorted({*KEYS, "error", "error_code_name_name", "topics_text", "client_id_text", "x_name",
+                     "a", "a_name", "b", "c", "t", "t_text", "e", "e_name", "e_name_name"})
+LEAF_NAMES = st.one_of(st.sampled_from(["a", "t", "e", "e_name", "error_code"]), st.sampled_from(NAMES_READ))
+LEAVES = st.builds(Field, LEAF_NAMES, st.one_of(SCALARS, st.binary(max_size=4)),
+                   hint=st.sampled_from([None, ENUM, FLAGS, BYTES, RAW]),
+                   display=st.one_of(st.none(), st.text(max_size=3)))
+
+
+def _nodes(inner: st.SearchStrategy[Field]) -> st.SearchStrategy[Field]:
+    kids = st.lists(inner, max_size=4)
+    return st.one_of(st.builds(Field, st.sampled_from(NAMES_READ), st.none(), children=kids,
+                               hint=st.sampled_from([STRUCT, ARRAY])),
+                     st.builds(lambda name, pairs: Row(name, tuple((n, None) for n, _ in pairs),
+                                                       tuple(v for _, v in pairs), None),
+                               st.sampled_from(NAMES_READ),
+                               st.lists(st.tuples(st.sampled_from(NAMES_READ), SCALARS), max_size=3)))
+
+
+FIELD_TREES = st.lists(st.recursive(LEAVES, _nodes, max_leaves=12), max_size=10)
+RTTS = st.one_of(st.none(), st.floats(allow_nan=False), st.floats(-2.0, 2.0), st.integers(-3, 3),
+                 st.integers(0, 10**7).map(lambda k: (k + 0.5) / 1e6), st.sampled_from([5e-7, 1.0005e-3, 2.5e-6]))
+
+
+@SETTINGS
+@given(st.sampled_from(names() + ["x"]), FIELD_TREES, RTTS, st.booleans())
+def test_random_field_trees_give_the_same_rows(protocol: str, tree: list[Field], rtt: Any, derived: bool) -> None:
+    with _projecting(protocol, DERIVED if derived else None):
+        _same_rows(protocol, tree, rtt)
+
+
+@contextlib.contextmanager
+def _projecting(protocol: str, projection: Any) -> Any:
+    """The protocol's struct made by `projection` (None: its own) while the block runs."""
+    if projection is None or protocol not in names():
+        yield
+        return
+    own = rows._COMPILED.get(protocol)
+    rows._COMPILED[protocol] = rows.compile_projection(projection)
+    try:
+        yield
+    finally:
+        rows._COMPILED.pop(protocol)
+        if own is not None:
+            rows._COMPILED[protocol] = own
+
+
+def _same_rows(protocol: str, tree: list[Field], rtt: Any) -> None:
+    m = Message(Pdu(b"\0" * 9, [3, 4], 1.7e9, 1.7e9 + 0.5, False), 2, "s:2", "c:1", protocol)
+    m.kind, m.fields, m.info = "response", tree, {"op": "Produce"}
+    m.peer = Message(Pdu(b"\0" * 5, [1], 1.7e9 - 1, 1.7e9 - 1, True), 2, "c:1", "s:2", protocol)
+    m.match = Match(1, "request", rtt)
+    for max_bytes in (256, 2, 0):
+        same("message_values", m, max_bytes)
     same("transaction_values", m)
 
 
