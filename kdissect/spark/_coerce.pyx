@@ -2,6 +2,8 @@
 as_int, as_bigint and as_text with their common cases (None, an int in range, a str) in C and
 every other value handed to the pure function, so the rules stay values.py's."""
 
+from libc.math cimport fabs, rint
+
 import kdissect.spark.values as V
 
 cdef object as_int = V.as_int, as_bigint = V.as_bigint, as_text = V.as_text
@@ -31,3 +33,18 @@ cdef object text(object v):
     if v is None or type(v) is str:
         return v
     return as_text(v)
+
+
+cdef object round3(object v):
+    """round(v, 3). For a float whose thousandths stay below 2**30 and are not within 2**-20 of
+    a half, the rounded thousandths are rint(v * 1000) (v * 1000 is within 2**-23 of the exact
+    product), and round() gives the double nearest them over 1000, which is what the division
+    gives; anything else goes to round(), whose dtoa costs thousands of instructions."""
+    cdef double y, r
+    if type(v) is float:
+        y = <double>v * 1000.0
+        if fabs(y) < 1073741824.0:
+            r = rint(y)
+            if fabs(y - r) < 0.5 - 1.0 / 1048576.0:
+                return r / 1000.0
+    return round(v, 3)

@@ -11,13 +11,14 @@ values.json_map's fast path for strings, integers, booleans and nulls, and json_
 from cpython.unicode cimport PyUnicode_1BYTE_DATA
 
 from kdissect.render._time cimport round9
-from kdissect.spark._coerce cimport int32, int64, text
+from kdissect.spark._coerce cimport int32, int64, round3, text
 
 import kdissect.render.jsonout as J
 from kdissect.render._jsonout import fields_json as fields_json_
 import kdissect.spark.rows as R
 import kdissect.spark.values as V
 from kdissect import protocols
+from kdissect.model import Match
 
 cdef object _pure_projected = R.projected, _pure_message_values = R.message_values
 cdef object _pure_transaction = R._transaction
@@ -179,8 +180,7 @@ def message_values(m, max_bytes=256, d=None):
         fields = None  # made for the projection, of the fields it reads (unread: True)
         unread = True
         diagnostics = [x.to_json() for x in m.diagnostics]
-        match = m.match
-        match = match.to_json() if match else None
+        match = _match(m.match)
         tls = m.tls
         tls = tls.to_json() if tls is not None else None
     else:
@@ -288,6 +288,17 @@ cdef dict _read_fields(object tree, tuple c, object max_bytes):
     return fields_dict(some, max_bytes)
 
 
+cdef object _Match = Match
+
+
+cdef object _match(object match):
+    """message_dict's match: Match.to_json() of an exact Match, its rtt_ms rounded by round3."""
+    if type(match) is not _Match:
+        return match.to_json() if match else None
+    rtt = match.rtt
+    return {"frame": match.frame, "kind": match.kind, "rtt_ms": None if rtt is None else round3(rtt * 1000.0)}
+
+
 cdef inline object _micros(object ts):
     """values.micros."""
     if type(ts) is float and FIRST_TIME_S <= <double>ts < END_TIME_S:
@@ -356,7 +367,7 @@ cdef tuple _transaction(object req, object resp):
         req.expects_response if req is not None else None,
         q[0], r[0], q[1], r[1], q[2], r[2],
         _micros(ts),
-        None if rtt is None else round(rtt * 1000.0, 3),
+        None if rtt is None else round3(rtt * 1000.0),
         int32(rinfo.get("error_code")),
         text(rinfo.get("error")),
         q[3], r[3], q[4], r[4],
