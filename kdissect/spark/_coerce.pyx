@@ -1,6 +1,7 @@
 """values.py's column coercions, shared by the compiled Spark twins (_rows.pyx, _records.pyx):
-as_int, as_bigint and as_text with their common cases (None, an int in range, a str) in C and
-every other value handed to the pure function, so the rules stay values.py's."""
+as_int, as_bigint and as_text with their common cases (None, an int in range, a str, an int's
+text) in C and every other value handed to the pure function, so the rules stay values.py's;
+round3, round(v, 3) of a round trip's milliseconds."""
 
 from libc.math cimport fabs, rint
 
@@ -32,6 +33,8 @@ cdef object text(object v):
     """values.as_text."""
     if v is None or type(v) is str:
         return v
+    if type(v) is int:
+        return str(v)
     return as_text(v)
 
 

@@ -8,7 +8,9 @@ the column's converter, a path with "*" through values.walk. The generic info ma
 values.json_map's fast path for strings, integers, booleans and nulls, and json_text for the rest.
 """
 
+from cpython.long cimport PyLong_FromDouble
 from cpython.unicode cimport PyUnicode_1BYTE_DATA
+from libc.math cimport rint
 
 from kdissect.render._time cimport round9
 from kdissect.spark._coerce cimport int32, int64, round3, text
@@ -200,7 +202,7 @@ def message_values(m, max_bytes=256, d=None):
         frames,
         ts,
         us,
-        nanos(ts),
+        _nanos(ts),
         us,
         stream,
         src,
@@ -300,10 +302,23 @@ cdef object _match(object match):
 
 
 cdef inline object _micros(object ts):
-    """values.micros."""
+    """values.micros: of a float in range, round() of its product (rint, as round() rounds
+    halves to even) as an int."""
     if type(ts) is float and FIRST_TIME_S <= <double>ts < END_TIME_S:
-        return round(ts * 1_000_000)
+        return PyLong_FromDouble(rint(<double>ts * 1000000.0))
     return micros(ts)
+
+
+cdef inline object _nanos(object ts):
+    """values.nanos: of a float in range, round() of its product, None past what a BIGINT
+    holds (its doubles from -2**63 up to 2**63 exclusive are those in range)."""
+    cdef double ns
+    if type(ts) is float and FIRST_TIME_S <= <double>ts < END_TIME_S:
+        ns = rint(<double>ts * 1000000000.0)
+        if -9223372036854775808.0 <= ns < 9223372036854775808.0:
+            return PyLong_FromDouble(ns)
+        return None
+    return nanos(ts)
 
 
 cdef double _day_lo = 1.0, _day_hi = 0.0  # the day of the last date_of, as [lo, hi) in seconds
