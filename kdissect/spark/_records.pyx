@@ -28,6 +28,9 @@ cdef tuple SEQUENCE = R.SEQUENCE, OFFSET_DELTA = R.OFFSET_DELTA, CODEC_NAME = R.
 cdef tuple CODEC_BITS = R.CODEC_BITS, LEDGER_ID = R.LEDGER_ID, ENTRY_ID = R.ENTRY_ID
 cdef tuple BATCH_INDEX = R.BATCH_INDEX, INFO_TOPIC = R.INFO_TOPIC, INFO_PARTITION = R.INFO_PARTITION
 cdef tuple INFO_PRODUCER = R.INFO_PRODUCER
+# The names looked up in the structs around a record array (_around).
+cdef frozenset AROUND_NAMES = frozenset(PRODUCER_ID + PRODUCER_EPOCH + BASE_SEQUENCE + CODEC_NAME + CODEC_BITS
+                                        + LEDGER_ID + ENTRY_ID)
 cdef frozenset CONTEXT_NAMES = frozenset(R.TOPIC_NAMES + R.TOPIC_ID_NAMES + R.PARTITION_NAMES)
 cdef int SEARCH_DEPTH = R.SEARCH_DEPTH
 cdef object MAX_TIMESTAMP_MS = R.MAX_TIMESTAMP_MS
@@ -170,7 +173,7 @@ cdef _Where _where_of(tuple chain, _Where where):
     cdef _Where w = _Where.__new__(_Where)
     w.topic = topic if topic is not None else topic_id
     w.partition = part
-    w.around = tuple([_levels(f) for f in reversed(chain)])
+    w.around = tuple([_levels(f, AROUND_NAMES) for f in reversed(chain)])
     w.producer = where.producer
     w.in_array = True
     return w
@@ -284,7 +287,9 @@ cdef _RowLevel _row_level(object f):
     return level
 
 
-cdef list _levels(object f):
+cdef list _levels(object f, frozenset only=None):
+    """records._levels(f); only: the names looked up in them (the others are left out of the
+    levels' dicts, which are walked all the same)."""
     out = []
     level = [f]
     cdef int depth, first = 0
@@ -303,7 +308,7 @@ cdef list _levels(object f):
         for s in level:
             for c in _children(s) or ():
                 name = _name(c)
-                if name not in byname:
+                if (only is None or name in only) and name not in byname:
                     byname[name] = c
                 if _is(_hint(c), _STRUCT):
                     nxt.append(c)
@@ -443,11 +448,37 @@ cdef list _headers(object f, object max_bytes):
 
 
 cdef object _child_value(object e, str name):
-    """e.get(name) of a node that is no array: the value of its first child of that name."""
+    """e.get(name) of a node that is no array: the value of its first child of that name (of a
+    Row whose child Fields were not built, read from its columns and values when each column
+    is a (name, hint) pair)."""
+    cv = _unbuilt(e)
+    if cv is not None:
+        v = _row_child_value(<tuple>(<tuple>cv)[0], <tuple>(<tuple>cv)[1], name)
+        if v is not _NOT_YET:
+            return v
     for c in _children(e) or ():
         if _name(c) == name:
             return _value(c)
     return None
+
+
+cdef object _row_child_value(tuple columns, tuple values, str name):
+    """_child_value of a Row whose child Fields were not built (columns and values of one
+    length); _NOT_YET when the column of a scalar is no (name, hint) pair (its leaf raises)."""
+    cdef Py_ssize_t i
+    found = _NOT_YET
+    for i in range(len(values)):
+        v = values[i]
+        if _is_field(v):
+            if found is _NOT_YET and _name(v) == name:
+                found = _value(v)
+            continue
+        col = columns[i]
+        if type(col) is not tuple or len(<tuple>col) != 2:
+            return _NOT_YET
+        if found is _NOT_YET and (<tuple>col)[0] == name:
+            found = v
+    return None if found is _NOT_YET else found
 
 
 cdef tuple _record(object index, object f, _Where where, object max_bytes):
