@@ -11,6 +11,7 @@ values.json_map's fast path for strings, integers, booleans and nulls, and json_
 from cpython.long cimport PyLong_FromDouble
 from cpython.unicode cimport PyUnicode_1BYTE_DATA
 from libc.math cimport rint
+from libc.string cimport memcpy
 
 from kdissect.render._time cimport round9
 from kdissect.spark._coerce cimport int32, int64, round3, text
@@ -23,6 +24,7 @@ from kdissect import protocols
 from kdissect.model import Match
 
 cdef object _pure_projected = R.projected, _pure_message_values = R.message_values
+cdef object records = R.records
 cdef object _pure_transaction = R._transaction
 cdef object _compiled = R._compiled
 cdef dict _COMPILED = R._COMPILED
@@ -107,12 +109,24 @@ cdef tuple _projected(tuple c, dict fields, dict info):
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
 
 
 cdef str _quote(str s):
     """values._quote(s) (json's encode_basestring): an ASCII string that holds no control
     character, quote or backslash is itself between quotes."""
-    return '"' + s + '"' if _plain(s) else quote(s)
+    return _quoted(s) if _plain(s) else quote(s)
+
+
+cdef str _quoted(str s):
+    """An ASCII string between quotes, made as one new string."""
+    cdef Py_ssize_t n = len(s)
+    out = PyUnicode_New(n + 2, 127)
+    cdef unsigned char* data = <unsigned char*>PyUnicode_1BYTE_DATA(out)
+    data[0] = 0x22
+    memcpy(data + 1, PyUnicode_1BYTE_DATA(s), n)
+    data[n + 1] = 0x22
+    return out
 
 
 cdef str _string_list(list items):
@@ -122,7 +136,7 @@ cdef str _string_list(list items):
     for x in items:
         if type(x) is not str or not _plain(<str>x):
             return json_text(items)
-        quoted.append('"' + <str>x + '"')
+        quoted.append(_quoted(<str>x))
     return "[" + ",".join(quoted) + "]"
 
 
@@ -164,6 +178,18 @@ def message_values(m, max_bytes=256, d=None):
     """The `messages` row of m (d: its message_dict, when already made; else the members of
     message_dict are read from m as message_dict reads them, without the dict, the fields
     object's text written from the tree)."""
+    return tuple(_message_values(m, max_bytes, d))
+
+
+def combined_values(m, max_bytes=256):
+    """rows.combined_values: the message row, its records and its transaction, as one tuple."""
+    cdef list row = _message_values(m, max_bytes, None)
+    row.append(records.record_values(m, max_bytes))
+    row.append(transaction_values(m))
+    return tuple(row)
+
+
+cdef list _message_values(m, max_bytes, d):
     cdef bint unread
     if d is None:
         frame = m.frame
@@ -188,7 +214,7 @@ def message_values(m, max_bytes=256, d=None):
     else:
         info, fields = d["info"], d["fields"]
         if type(info) is not dict:
-            return _pure_message_values(m, max_bytes, d)
+            return list(_pure_message_values(m, max_bytes, d))
         fields_text = json_text(fields)
         unread = False
         ts = d["ts"]
@@ -237,7 +263,7 @@ def message_values(m, max_bytes=256, d=None):
         else:
             row.append(None)
     row.append(date_of(ts))
-    return tuple(row)
+    return row
 
 
 cdef dict _READS = {}  # id of a compiled projection -> (it, the top-level names it reads, or None)

@@ -208,4 +208,4 @@ LAYER_ROWS = {
 }
 
 
-accel.bind(globals(), "kdissect.spark._rows", ("projected", "message_values", "transaction_values"))
+accel.bind(globals(), "kdissect.spark._rows", ("projected", "message_values", "transaction_values", "combined_values"))

@@ -30,7 +30,7 @@ from kdissect.spark.values import END_TIME_S, FIRST_TIME_S
 
 _twin = pytest.importorskip("kdissect.spark._rows", reason="the compiled module kdissect.spark._rows is not built")
 
-NAMES = ("projected", "message_values", "transaction_values")
+NAMES = ("projected", "message_values", "transaction_values", "combined_values")
 PURE = {name: accel.pure("kdissect.spark.rows", name) for name in NAMES}
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # Capture times: today's, and any a pcapng file may give (64-bit timestamps, an offset), with the
@@ -90,6 +90,7 @@ def test_captured_messages_give_the_same_rows() -> None:
         assert row[0] == "ok"
         seen |= {k for k, v in zip(columns, row[1][1], strict=True) if k in names() and v != ("NoneType", None)}
         same("transaction_values", m)
+        same("combined_values", m)
     assert seen == set(names())
     for m in msgs[::5]:
         same("message_values", m, 8, message_dict(m, 8))
@@ -215,6 +216,7 @@ def _same_rows(protocol: str, tree: list[Field], rtt: Any) -> None:
     for max_bytes in (256, 2, 0):
         same("message_values", m, max_bytes)
     same("transaction_values", m)
+    same("combined_values", m)
 
 
 FACTS = ("op", "op_code", "version", "corr", "error_code", "error", "topic")  # the typed columns of info
