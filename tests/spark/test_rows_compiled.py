@@ -22,6 +22,7 @@ from kdissect.dissect.base import Options
 from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, Field, Match, Message, Pdu, Row
 from kdissect.pipeline import dissect_file
 from kdissect.protocols import DissectorRegistry, names
+from kdissect.render import jsonout
 from kdissect.render.jsonout import message_dict
 from kdissect.spark import rows
 from kdissect.spark.schema import combined_columns, message_columns
@@ -29,6 +30,7 @@ from kdissect.spark.sqltypes import arrow_schema
 from kdissect.spark.values import END_TIME_S, FIRST_TIME_S
 
 _twin = pytest.importorskip("kdissect.spark._rows", reason="the compiled module kdissect.spark._rows is not built")
+_fields_json = pytest.importorskip("kdissect.render._jsonout").fields_json
 
 NAMES = ("projected", "message_values", "transaction_values", "combined_values")
 PURE = {name: accel.pure("kdissect.spark.rows", name) for name in NAMES}
@@ -215,8 +217,30 @@ def _same_rows(protocol: str, tree: list[Field], rtt: Any) -> None:
     m.match = Match(1, "request", rtt)
     for max_bytes in (256, 2, 0):
         same("message_values", m, max_bytes)
+        assert _fields_text(tree, max_bytes) == _fields_text_of_dict(tree, max_bytes)
     same("transaction_values", m)
     same("combined_values", m)
+
+
+def _fields_text(fields: Any, max_bytes: Any) -> Any:
+    return outcome(_fields_json, fields, max_bytes)
+
+
+def _fields_text_of_dict(fields: Any, max_bytes: Any) -> Any:
+    with accel.pure_functions("kdissect.render.jsonout"):
+        return outcome(lambda f, mb: jsonout.dumps_bytes(jsonout.fields_dict(f, mb)), fields, max_bytes)
+
+
+def test_the_fields_text_is_that_of_the_fields_dict() -> None:
+    """render/_jsonout.fields_json, which the compiled rows write `fields` with: the bytes of
+    dumps_bytes(fields_dict(...)), or its exception, for every captured message and odd inputs."""
+    for m in captured():
+        for max_bytes in (256, 8, 0):
+            assert _fields_text(m.fields, max_bytes) == _fields_text_of_dict(m.fields, max_bytes)
+    tree = [Field("a", 1), Field("a", b"x", hint=BYTES)]
+    for fields, max_bytes in ((tree, "8"), (tree, -3), (tuple(tree), 8), ([object()], 8),
+                              (None, 8), ([Field("a", float("inf")), Field(3, 1)], 8)):
+        assert _fields_text(fields, max_bytes) == _fields_text_of_dict(fields, max_bytes), (fields, max_bytes)
 
 
 FACTS = ("op", "op_code", "version", "corr", "error_code", "error", "topic")  # the typed columns of info
