@@ -242,6 +242,18 @@ cdef class _RowLevel:
                 return v if _is_field(v) else _leaf(self.columns[i], v)
         return None
 
+    cdef object scalar(self, tuple names):
+        """What _scalar gives of find(names): a Field's value (None when it has children) or a
+        scalar column's value, without a leaf; _NOT_YET when no column has one of the names."""
+        for n in names:
+            i = self.index.get(n)
+            if i is not None:
+                v = self.values[i]
+                if _is_field(v):
+                    return None if _children(v) is not None else _value(v)
+                return v
+        return _NOT_YET
+
 
 cdef dict _INDEXES = {}  # id of a columns tuple -> (the tuple, its names' first indexes)
 
@@ -319,8 +331,11 @@ cdef list _levels(object f, frozenset only=None):
     return out
 
 
-cdef object _nearest(list levels, tuple names):
-    for level in levels:
+cdef object _nearest(list levels, tuple names, Py_ssize_t start=0):
+    """records._nearest over levels[start:]."""
+    cdef Py_ssize_t k
+    for k in range(start, len(levels)):
+        level = levels[k]
         if type(level) is _RowLevel:
             hit = (<_RowLevel>level).find(names)
             if hit is not None:
@@ -334,7 +349,15 @@ cdef object _nearest(list levels, tuple names):
 
 
 cdef object _scalar(list levels, tuple names):
-    hit = _nearest(levels, names)
+    """The value of the nearest field named one of `names`, None when it has children; a scalar
+    column of a Row's level is its value, without a leaf made for it."""
+    if levels and type(levels[0]) is _RowLevel:
+        v = (<_RowLevel>levels[0]).scalar(names)
+        if v is not _NOT_YET:
+            return v
+        hit = _nearest(levels, names, 1)
+    else:
+        hit = _nearest(levels, names)
     return None if hit is None or _children(hit) is not None else _value(hit)
 
 
