@@ -173,13 +173,17 @@ LEAVES = st.builds(Field, LEAF_NAMES, st.one_of(SCALARS, st.binary(max_size=4)),
 
 
 def _nodes(inner: st.SearchStrategy[Field]) -> st.SearchStrategy[Field]:
+    """Structs, arrays and Rows; a Row's column names are distinct, as the dissectors make them
+    (the pure record walk builds a Row's children, and a Row whose names repeat is written
+    otherwise built than unbuilt)."""
     kids = st.lists(inner, max_size=4)
     return st.one_of(st.builds(Field, st.sampled_from(NAMES_READ), st.none(), children=kids,
                                hint=st.sampled_from([STRUCT, ARRAY])),
                      st.builds(lambda name, pairs: Row(name, tuple((n, None) for n, _ in pairs),
                                                        tuple(v for _, v in pairs), None),
                                st.sampled_from(NAMES_READ),
-                               st.lists(st.tuples(st.sampled_from(NAMES_READ), SCALARS), max_size=3)))
+                               st.lists(st.tuples(st.sampled_from(NAMES_READ), SCALARS), max_size=3,
+                                        unique_by=lambda pair: pair[0])))
 
 
 FIELD_TREES = st.lists(st.recursive(LEAVES, _nodes, max_leaves=12), max_size=10)
