@@ -391,6 +391,6 @@ CONTROL_TYPES = _py.CONTROL_TYPES
 LOG_APPEND_TIME, CONTROL = _py.LOG_APPEND_TIME, _py.CONTROL
 _pure_decode = accel.pure("kdissect.kafka.records_v2", "decode_batch")
 _pure_count = accel.pure("kdissect.kafka.records_v2", "count_batch")
-_crc32c = _py.crc32c.crc32c
+_crc32c = _py.crc32c
 _flags_display, ATTRIBUTE_FLAGS, _NAMES = _py.flags_display, _py.ATTRIBUTE_FLAGS, _py._NAMES
 DELETE_HORIZON, MIN_RECORD, HEADER_SIZE, CRC_FROM = _py.DELETE_HORIZON, _py.MIN_RECORD, _py.HEADER_SIZE, _py.CRC_FROM

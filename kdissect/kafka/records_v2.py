@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import struct
 
-import crc32c
-
 from kdissect import accel
 from kdissect.errors import BadLength, DecodeError, Truncated
 from kdissect.kafka.compression import codec_name
@@ -20,6 +18,7 @@ from kdissect.kafka.records_common import (
 from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, HEX, RAW, STRUCT, TIME_MS, Field, Row, array
 from kdissect.model import struct as mkstruct
 from kdissect.text import plural
+from kdissect.wire.crc import crc32c
 from kdissect.wire.reader import WireReader
 from kdissect.wire.varint import varint_at
 
@@ -94,7 +93,7 @@ def _header_field(name: str, value: int, off: int, size: int, real: bool) -> Fie
 
 
 def _check_crc(buf: bytes, start: int, end: int, crc: int, ctx: Ctx, real: bool) -> None:
-    got = crc32c.crc32c(memoryview(buf)[start + CRC_FROM : end])
+    got = crc32c(memoryview(buf)[start + CRC_FROM : end])
     if got != crc:
         ctx.add("records.crc", f"record batch CRC32C 0x{crc:08x} does not match the computed 0x{got:08x}",
                 start + 17 if real else -1)

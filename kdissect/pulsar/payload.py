@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-import crc32c
-
 from kdissect.dissect.base import Options
 from kdissect.dissect.partial import inline_partial, keep_partial
 from kdissect.errors import DecodeError, Truncated
@@ -22,6 +20,7 @@ from kdissect.model import BYTES, ENUM, HEX, RAW, STRUCT, Diagnostic, Field, arr
 from kdissect.pulsar.protowire import WalkContext, walk
 from kdissect.text import plural
 from kdissect.wire.codecs import CodecError, CodecUnavailable, decompress
+from kdissect.wire.crc import crc32c
 from kdissect.wire.reader import WireReader
 
 MAGIC_CRC32C = 0x0E01
@@ -112,7 +111,7 @@ def _checksum(r: WireReader, data: bytes, ctx: WalkContext, facts: PayloadFacts)
     if total != len(data):
         fields.append(Field("checksum_status", "unverified (incomplete frame)", at + 2, 4))
         return fields
-    computed = crc32c.crc32c(data[r.pos:])
+    computed = crc32c(data[r.pos:])
     facts.checksum_ok = computed == value
     if facts.checksum_ok:
         fields.append(Field("checksum_status", "correct", at + 2, 4))
