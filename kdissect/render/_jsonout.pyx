@@ -806,6 +806,8 @@ cdef class _Writer:
 
     cdef int real(self, double d) except -1:
         cdef char* r
+        if self.micros(d):
+            return 0
         if not isfinite(d):
             return self.put(b"null", 4)
         r = PyOS_double_to_string(d, b"r", 0, Py_DTSF_ADD_DOT_0, NULL)
@@ -814,6 +816,59 @@ cdef class _Writer:
         finally:
             PyMem_Free(r)
         return 0
+
+    cdef bint micros(self, double d) except -1:
+        """repr(d) written, when d is the double nearest a decimal of 6 places between 1e-4 and
+        2**33 (a capture's times, response times in ms); False, and nothing written, else. There
+        doubles are less than 1e-6 apart, so that decimal is the only one of 6 places or fewer
+        that reads back as d, and every other one that does has more digits: it is the shortest
+        repr, its trailing zeros dropped (one kept after the point), written without dtoa."""
+        cdef long long n, whole, frac
+        cdef char digits[32]
+        cdef Py_ssize_t k = 32
+        cdef int i
+        if not (1e-4 <= d < 8589934592.0):
+            return False
+        n = <long long>(d * 1e6 + 0.5)
+        if <double>n / 1e6 != d:
+            return False
+        whole = n // 1000000
+        frac = n % 1000000
+        i = 6
+        while i > 1 and frac % 10 == 0:  # trailing zeros dropped
+            frac //= 10
+            i -= 1
+        while i > 0:
+            k -= 1
+            digits[k] = <char>(48 + frac % 10)
+            frac //= 10
+            i -= 1
+        k -= 1
+        digits[k] = 46  # .
+        while True:
+            k -= 1
+            digits[k] = <char>(48 + whole % 10)
+            whole //= 10
+            if whole == 0:
+                break
+        self.put(digits + k, 32 - k)
+        return True
+
+    cdef bint milliseconds(self, double rtt) except -1:
+        """round(rtt * 1000.0, 3) written, as micros() writes it, when rtt * 1000 is below 1e9
+        and not within 0.01 of a tie at its third decimal (then the rounding to 3 places is the
+        nearest integer to rtt * 1e6, whatever the product's own rounding, and the double that
+        round() reads back is n / 1000.0); False, and nothing written, else."""
+        cdef double x = rtt * 1000.0
+        cdef double p
+        cdef long long n
+        if not (0.0 <= x < 1e9):
+            return False
+        p = x * 1000.0
+        n = <long long>(p + 0.5)
+        if not (-0.49 <= p - <double>n <= 0.49):
+            return False
+        return self.micros(<double>n / 1000.0)
 
     cdef int value(self, object v) except -1:
         if v is None:
@@ -930,6 +985,8 @@ cdef class _Writer:
         self.put(b',"kind":', 8)
         self.value(match.kind)
         self.put(b',"rtt_ms":', 10)
+        if type(rtt) is float and self.milliseconds(<double>rtt):
+            return self.byte(125)
         self.value(None if rtt is None else round(rtt * 1000.0, 3))
         return self.byte(125)
 

@@ -410,6 +410,25 @@ def test_repeated_names_never_change_the_tree(fn: str) -> None:
         assert own == [1, 2] and fields[3].value == [5]
 
 
+# Times as captures give them (microseconds, nanoseconds), response times of a few ms, and floats
+# near the edges of the writer's decimal path: 1e-4, 2**33, the ties of a third decimal in ms.
+micro_times = st.integers(0, 2**33 * 10**6).map(lambda n: n / 1e6)
+nano_times = st.integers(0, 2**33 * 10**9).map(lambda n: n / 1e9)
+edges = st.sampled_from([1e-4, 0.99999e-4, 2.0**33, 2.0**33 - 1e-6, 0.0005, 0.0015, 0.0000005, 1e6 - 0.5e-6])
+times = micro_times | nano_times | edges | st.floats(allow_nan=False)
+
+
+@needs_twin
+@SLOW
+@given(times, times)
+def test_times_and_response_times_are_written_as_repr_writes_them(ts: float, rtt: float) -> None:
+    m = Message(Pdu(b"\x00" * 7, [3], ts, ts, True), 2, "10.0.0.1:1", "10.0.0.2:9092", "kafka")
+    m.match = Match(9, "response", rtt)
+    assert_same("message_json", m, 256)
+    m.match = Match(9, "response", rtt / 1000.0)
+    assert_same("message_json", m, 256)
+
+
 @given(st.floats(allow_nan=False, allow_infinity=False).filter(lambda x: abs(x) >= 2.0**24))
 def test_times_from_two_to_the_24_round_to_themselves(x: float) -> None:
     # The compiled message_json writes such a time as it is, without round(ts, 9): a double's
