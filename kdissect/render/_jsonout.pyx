@@ -8,6 +8,7 @@ the pure function, so odd arguments behave exactly as there. Trees nested deeper
 recursion limit raise RecursionError, as the pure walkers do (not at the same depth: they use
 more frames per level)."""
 
+cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport (
     Py_UNICODE_ISPRINTABLE,
@@ -592,23 +593,84 @@ cdef extern from *:
     bint kdissect_json_plain8(const unsigned char* p)
 
 
-cdef const char* _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+cdef extern from *:
+    """
+    /* The number of bytes at the start of the n at p that need no escape in a JSON string. */
+    static Py_ssize_t kdissect_json_plain(const unsigned char *p, Py_ssize_t n) {
+        Py_ssize_t i = 0;
+        unsigned char c;
+        while (n - i >= 8 && kdissect_json_plain8(p + i))
+            i += 8;
+        for (; i < n; i++) {
+            c = p[i];
+            if (c < 0x20 || c == 0x22 || c == 0x5C)
+                break;
+        }
+        return i;
+    }
+
+    /* Whether the n bytes at p are printable ASCII, tab, CR and LF. */
+    static int kdissect_ascii_text(const unsigned char *p, Py_ssize_t n) {
+        Py_ssize_t i = 0;
+        unsigned char c;
+        while (i < n) {
+            if (n - i >= 8 && kdissect_ascii_text8(p + i)) {
+                i += 8;
+                continue;
+            }
+            c = p[i];
+            if ((c < 0x20 || c >= 0x7F) && c != 0x09 && c != 0x0A && c != 0x0D)
+                return 0;
+            i++;
+        }
+        return 1;
+    }
+
+    /* Base64 (RFC 4648, padded) of the n bytes at d, written at o: 4 * ((n + 2) / 3) bytes, whose
+       room the caller has made. Each 12 bits give two characters from one table. */
+    static char kdissect_b64_pairs[4096][2];
+    static void kdissect_b64_init(void) {
+        static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        int i;
+        for (i = 0; i < 4096; i++) {
+            kdissect_b64_pairs[i][0] = a[i >> 6];
+            kdissect_b64_pairs[i][1] = a[i & 63];
+        }
+    }
+    static char *kdissect_b64(const unsigned char *d, Py_ssize_t n, char *o) {
+        static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        Py_ssize_t i = 0;
+        uint32_t w;
+        for (; n - i >= 3; i += 3, o += 4) {
+            w = ((uint32_t)d[i] << 16) | ((uint32_t)d[i + 1] << 8) | d[i + 2];
+            memcpy(o, kdissect_b64_pairs[w >> 12], 2);
+            memcpy(o + 2, kdissect_b64_pairs[w & 4095], 2);
+        }
+        if (n - i == 1) {
+            w = (uint32_t)d[i] << 16;
+            o[0] = a[w >> 18]; o[1] = a[(w >> 12) & 63]; o[2] = '='; o[3] = '=';
+            o += 4;
+        } else if (n - i == 2) {
+            w = ((uint32_t)d[i] << 16) | ((uint32_t)d[i + 1] << 8);
+            o[0] = a[w >> 18]; o[1] = a[(w >> 12) & 63]; o[2] = a[(w >> 6) & 63]; o[3] = '=';
+            o += 4;
+        }
+        return o;
+    }
+    """
+    Py_ssize_t kdissect_json_plain(const unsigned char* p, Py_ssize_t n) noexcept
+    bint kdissect_ascii_text(const unsigned char* p, Py_ssize_t n) noexcept
+    void kdissect_b64_init() noexcept
+    char* kdissect_b64(const unsigned char* d, Py_ssize_t n, char* o) noexcept
 
 
-cdef bint _ascii_text(const unsigned char* data, Py_ssize_t n) noexcept:
+kdissect_b64_init()
+
+
+cdef inline bint _ascii_text(const unsigned char* data, Py_ssize_t n) noexcept:
     """Whether the n bytes at data are printable ASCII, tab, CR and LF (printable() gives them
     back as they are)."""
-    cdef Py_ssize_t i = 0
-    cdef unsigned char c
-    while i < n:
-        if n - i >= 8 and kdissect_ascii_text8(data + i):
-            i += 8
-            continue
-        c = data[i]
-        if (c < 0x20 or c >= 0x7F) and c != 0x09 and c != 0x0A and c != 0x0D:
-            return False
-        i += 1
-    return True
+    return kdissect_ascii_text(data, n)
 
 
 # The last float time written and its text (_Writer.time).
@@ -616,6 +678,7 @@ cdef double _last_ts = 0.0
 cdef bytes _last_ts_text = None
 
 
+@cython.final  # its methods called directly, not through a table: the small ones inlined
 cdef class _Writer:
     """A growing buffer of JSON text."""
 
@@ -687,14 +750,11 @@ cdef class _Writer:
         cdef unsigned char c
         self.reserve(size)
         i = run = 0
-        while i < size:
-            if size - i >= 8 and kdissect_json_plain8(p + i):
-                i += 8
-                continue
+        while True:
+            i += kdissect_json_plain(p + i, size - i)
+            if i == size:
+                break
             c = p[i]
-            if c >= 0x20 and c != 34 and c != 92:
-                i += 1
-                continue
             self.put(<const char*>p + run, i - run)
             if c == 34:
                 self.put(b'\\"', 2)
@@ -714,35 +774,11 @@ cdef class _Writer:
         cdef bint cut = self.mb > 0 and size > self.mb
         cdef Py_ssize_t n = self.mb if cut else size
         cdef const unsigned char* d = <const unsigned char*>PyBytes_AS_STRING(b)
-        cdef Py_ssize_t i = 0
         cdef char* o
-        cdef unsigned int w
-        self.reserve(2 + (n + 2) // 3 * 4)
+        self.reserve(2 + (n + 2) // 3 * 4)  # (n is at most the size of b)
         o = self.buf + self.n
         o[0] = 34
-        o += 1
-        while n - i >= 3:
-            w = (<unsigned int>d[i] << 16) | (<unsigned int>d[i + 1] << 8) | d[i + 2]
-            o[0] = _B64[w >> 18]
-            o[1] = _B64[(w >> 12) & 63]
-            o[2] = _B64[(w >> 6) & 63]
-            o[3] = _B64[w & 63]
-            o += 4
-            i += 3
-        if n - i == 1:
-            w = <unsigned int>d[i] << 16
-            o[0] = _B64[w >> 18]
-            o[1] = _B64[(w >> 12) & 63]
-            o[2] = 61  # =
-            o[3] = 61
-            o += 4
-        elif n - i == 2:
-            w = (<unsigned int>d[i] << 16) | (<unsigned int>d[i + 1] << 8)
-            o[0] = _B64[w >> 18]
-            o[1] = _B64[(w >> 12) & 63]
-            o[2] = _B64[(w >> 6) & 63]
-            o[3] = 61
-            o += 4
+        o = kdissect_b64(d, n, o + 1)
         self.n = o - self.buf
         if cut:
             self.marker(size)
