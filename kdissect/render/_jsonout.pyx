@@ -262,23 +262,35 @@ cdef object _any_value(object v, Py_ssize_t mb):
     return _scalar(v, mb)
 
 
+@cython.final
+cdef class _Plan:
+    """How the rows of one column list are written: each column's (name, how); its
+    `<name>_text` key, for a bytes column of an exact str name (else None); and whether every
+    key a row can have (the names, and those text keys) is an exact str different from the
+    others, so that the writer need not look for repeats."""
+
+    cdef tuple pairs
+    cdef tuple texts
+    cdef bint distinct
+
+
 # The last two column lists seen (exact tuples), each as a (columns, plan) pair: rows of one
 # batch share their column list, and records alternate with the rows of their headers.
 cdef tuple _seen0 = (object(), None)
 cdef tuple _seen1 = (object(), None)
 
 
-cdef tuple _row_plan(object columns):
+cdef _Plan _row_plan(object columns):
     global _seen0, _seen1
     cdef tuple seen = _seen0
     if seen[0] is columns:
-        return <tuple>seen[1]
+        return <_Plan>seen[1]
     seen = _seen1
     if seen[0] is columns:
-        return <tuple>seen[1]
+        return <_Plan>seen[1]
     found = _ROW_PLANS.get(columns)
-    if found:
-        plan = <tuple>found
+    if found is not None:
+        plan = <_Plan>found
     else:
         plan = _new_row_plan(columns)
     if type(columns) is tuple:
@@ -287,20 +299,25 @@ cdef tuple _row_plan(object columns):
     return plan
 
 
-cdef tuple _new_row_plan(object columns):
-    plan = []
+cdef _Plan _new_row_plan(object columns):
+    pairs = []
     try:
         for name, hint in columns:
             if hint == _BYTES:
-                plan.append((name, _BYTES_OR_FIELD))
+                pairs.append((name, _BYTES_OR_FIELD))
             elif hint in _ANY_HINTS:
-                plan.append((name, _ANY_VALUE))
+                pairs.append((name, _ANY_VALUE))
             else:
-                plan.append((name, _AS_IS))
+                pairs.append((name, _AS_IS))
     except Exception:  # a column that is no (name, hint) pair: Python's own exception
         _pure("_row_plan")(columns)
         raise
-    out = tuple(plan)
+    texts = [name + "_text" if how == _BYTES_OR_FIELD and type(name) is str else None for name, how in pairs]
+    keys = [name for name, _ in pairs] + [t for t in texts if t is not None]
+    cdef _Plan out = _Plan.__new__(_Plan)
+    out.pairs = tuple(pairs)
+    out.texts = tuple(texts)
+    out.distinct = all(type(k) is str for k in keys) and len(set(keys)) == len(keys)
     _ROW_PLANS[columns] = out
     return out
 
@@ -311,7 +328,7 @@ cdef dict _row_dict(object row, Py_ssize_t mb):
     cdef tuple pair
     cdef int how
     cdef bint fast = reads_row_slots(row)
-    plan = _row_plan(read_slot(row, fast, R_COLUMNS, "columns"))
+    plan = _row_plan(read_slot(row, fast, R_COLUMNS, "columns")).pairs
     values = read_slot(row, fast, R_VALUES, "values")
     cdef dict out = {}
     if type(values) is not tuple:
@@ -792,7 +809,7 @@ cdef class _Writer:
 
     cdef bint text(self, str key, bytes b, _Keys* ks) except -1:
         """The `<name>_text` member of b (_bytes_text(b)), after a comma, when b is printable
-        text; False on a repeated key."""
+        text; False on a repeated key (ks: as derived() reads it)."""
         cdef Py_ssize_t size = PyBytes_GET_SIZE(b)
         cdef bint cut = self.mb > 0 and size > self.mb
         cdef Py_ssize_t n = self.mb if cut else size
@@ -802,9 +819,10 @@ cdef class _Writer:
             if t is None:
                 return True
             return self.derived(key, t, ks)
-        self.keep.append(key)
-        if not _new_key(ks, key):
-            return False
+        if ks != NULL:
+            self.keep.append(key)
+            if not _new_key(ks, key):
+                return False
         self.byte(44)
         self.key(key)
         self.byte(34)
@@ -1077,9 +1095,12 @@ cdef class _Writer:
         return True
 
     cdef bint derived(self, str k, object v, _Keys* ks) except -1:
-        self.keep.append(k)
-        if not _new_key(ks, k):
-            return False
+        """A derived key and its value, after a comma; False on a repeated key (ks: the keys of
+        the struct so far, NULL when they cannot repeat)."""
+        if ks != NULL:
+            self.keep.append(k)
+            if not _new_key(ks, k):
+                return False
         self.byte(44)
         self.key(k)
         self.value(v)
@@ -1143,26 +1164,31 @@ cdef class _Writer:
         """_row_dict(row) written (row an exact Row whose child Fields are not built)."""
         cdef Py_ssize_t start = self.n
         cdef Py_ssize_t i, n
-        cdef tuple plan
+        cdef _Plan plan
+        cdef tuple pairs
         cdef tuple pair
         cdef int how
         cdef _Keys ks
+        cdef _Keys* tracked = &ks  # NULL when the plan's keys cannot repeat
         ks.n = 0
         cdef bint fast = reads_row_slots(row)
         plan = _row_plan(read_slot(row, fast, R_COLUMNS, "columns"))
+        pairs = plan.pairs
+        if plan.distinct:
+            tracked = NULL
         values = read_slot(row, fast, R_VALUES, "values")
-        if type(values) is not tuple or len(<tuple>values) != len(plan):
+        if type(values) is not tuple or len(<tuple>values) != len(pairs):
             raise _Unhandled()
-        n = len(plan)
+        n = len(pairs)
         self.byte(123)
         for i in range(n):
-            pair = <tuple>plan[i]
+            pair = <tuple>pairs[i]
             name = pair[0]
             how = pair[1]
             v = (<tuple>values)[i]
             if type(name) is not str:
                 raise _Unhandled()
-            if not _new_key(&ks, <str>name):
+            if tracked != NULL and not _new_key(tracked, <str>name):
                 self.n = start
                 return self.value(_row_dict(row, self.mb))
             if i:
@@ -1180,7 +1206,7 @@ cdef class _Writer:
                 self.value(v)
             else:
                 self.value(_scalar(v, self.mb))
-            if how == _BYTES_OR_FIELD and type(v) is bytes and not self.text(<str>name + "_text", <bytes>v, &ks):
+            if how == _BYTES_OR_FIELD and type(v) is bytes and not self.text(<str>plan.texts[i], <bytes>v, tracked):
                 self.n = start
                 return self.value(_row_dict(row, self.mb))
         return self.byte(125)

@@ -240,7 +240,7 @@ def test_captures_hold_rows() -> None:
 # ---------------------------------------------------------------------------------------------
 # Generated trees
 
-names = st.sampled_from(["a", "b", "value", "a_name", "k", ""])
+names = st.sampled_from(["a", "b", "value", "a_name", "a_text", "k", ""])
 scalar_hints = st.sampled_from([None, None, ENUM, FLAGS, TIME_MS, BYTES, RAW, SECRET])
 column_hints = st.sampled_from([None, BYTES, RAW, STRUCT, ARRAY, ENUM, TIME_MS])
 displays = st.none() | st.sampled_from(["NAME", "", "a|b"])
