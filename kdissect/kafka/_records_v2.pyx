@@ -242,29 +242,36 @@ def record_elements(buf, pos, end, count, declared, attributes, base_offset, bas
     b.small_timestamp = INT64_MIN <= base_timestamp <= INT64_MAX
     b.base_timestamp = base_timestamp if b.small_timestamp else 0
     cdef list elements = []
+    # The records and key and value bytes counted here, added to ctx's counts as the loop ends
+    # however it ends (nothing in it reads them).
+    cdef Py_ssize_t records = 0, nbytes = 0
     p = c_pos
-    for i in range(c_count):
-        if ctx.over_limit(where):
-            ctx.records += c_count - i  # counted from the header, not shown
-            break
-        rec = _record(data, p, limit, &b, base_offset, base_timestamp, max_timestamp, ctx, &p, &nb)
-        if rec is None:
-            r = WireReader(buf, p, end)
-            try:
-                rec = _pure_record(r, attributes, base_offset, base_timestamp, max_timestamp, ctx, real)
-            except DecodeError as e:
-                ctx.add("records.truncated", f"record {len(elements)} of {declared}: {e}",
-                        e.offset if real else where)
+    try:
+        for i in range(c_count):
+            if ctx.over_limit(where):
+                records += c_count - i  # counted from the header, not shown
                 break
-            p = r.pos
+            rec = _record(data, p, limit, &b, base_offset, base_timestamp, max_timestamp, ctx, &p, &nb)
+            if rec is None:
+                r = WireReader(buf, p, end)
+                try:
+                    rec = _pure_record(r, attributes, base_offset, base_timestamp, max_timestamp, ctx, real)
+                except DecodeError as e:
+                    ctx.add("records.truncated", f"record {len(elements)} of {declared}: {e}",
+                            e.offset if real else where)
+                    break
+                p = r.pos
+            else:
+                nbytes += nb
+            elements.append(rec)
+            records += 1
         else:
-            ctx.nbytes += nb
-        elements.append(rec)
-        ctx.records += 1
-    else:
-        if limit != p:
-            ctx.add("records.trailing", f"{plural(limit - p, 'byte')} after the last of {count} records",
-                    p if real else where)
+            if limit != p:
+                ctx.add("records.trailing", f"{plural(limit - p, 'byte')} after the last of {count} records",
+                        p if real else where)
+    finally:
+        ctx.records += records
+        ctx.nbytes += nbytes
     return elements
 
 
