@@ -563,6 +563,12 @@ cdef enum:
     # Nesting the writer follows (decoded trees are a dozen levels deep); a deeper message takes
     # the dict path, which bounds the C stack here and leaves Python's recursion limit to decide.
     _MAX_DEPTH = 100
+    # Keys whose JSON text is kept (the names of fields, columns and facts: a few hundred per
+    # protocol; past this, keys are written each time).
+    _MAX_KEY_TEXTS = 4096
+
+
+cdef dict _KEY_TEXTS = {}  # a key -> its JSON text with the colon
 
 
 cdef struct _Keys:
@@ -1045,8 +1051,17 @@ cdef class _Writer:
         return self.byte(125)
 
     cdef inline int key(self, str k) except -1:
+        """k and a colon, their text kept for the next time (for the first _MAX_KEY_TEXTS keys)."""
+        cdef Py_ssize_t start
+        text = _KEY_TEXTS.get(k)
+        if text is not None:
+            return self.put(PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text))
+        start = self.n
         self.string(k)
-        return self.byte(58)  # :
+        self.byte(58)  # :
+        if len(_KEY_TEXTS) < _MAX_KEY_TEXTS:
+            _KEY_TEXTS[k] = PyBytes_FromStringAndSize(self.buf + start, self.n - start)
+        return 0
 
     # -- trees (the walkers of message_dict) -------------------------------------------------
 
