@@ -1,0 +1,2 @@
+cdef class Body:
+    cdef public object fields, summary, info, diagnostics

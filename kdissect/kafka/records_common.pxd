@@ -1,0 +1,2 @@
+cdef class Ctx:
+    cdef public object opts, budget, diags, records, batches, nbytes
