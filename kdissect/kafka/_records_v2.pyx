@@ -19,8 +19,10 @@ record_elements.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8
 from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint64_t
+from libc.string cimport memcpy
 
 from kdissect._model cimport new_field, new_row
 
@@ -100,6 +102,33 @@ cdef inline object _add(object base, bint small, int64_t cbase, int64_t delta):
     if small and (delta >= 0 and cbase <= INT64_MAX - delta or delta < 0 and cbase >= INT64_MIN - delta):
         return cbase + delta
     return base + delta
+
+
+cdef str _offset_label(object offset):
+    """f"offset {offset}" (a record's label), its digits written in C when offset fits a long long."""
+    cdef int overflow = 0
+    cdef long long x
+    cdef unsigned long long u
+    cdef char text[32]
+    cdef Py_ssize_t k = 32
+    if type(offset) is not int:
+        return f"offset {offset}"
+    x = PyLong_AsLongLongAndOverflow(offset, &overflow)
+    if overflow:
+        return f"offset {offset}"
+    u = <unsigned long long>(-(x + 1)) + 1 if x < 0 else <unsigned long long>x
+    while True:
+        k -= 1
+        text[k] = <char>(48 + u % 10)
+        u //= 10
+        if u == 0:
+            break
+    if x < 0:
+        k -= 1
+        text[k] = 45  # -
+    k -= 7
+    memcpy(text + k, b"offset ", 7)
+    return PyUnicode_DecodeASCII(text + k, 32 - k, NULL)
 
 
 cdef object _headers(const unsigned char* data, Py_ssize_t p, Py_ssize_t end, bint real,
@@ -205,7 +234,7 @@ cdef object _record(const unsigned char* data, Py_ssize_t start, Py_ssize_t limi
     values = (length, data[at], ts_delta, off_delta, offset, ts, key, value, headers)
     spans = (start, at - start, at, 1, at + 1, p2 - at - 1, p2, p3 - p2, p2, p3 - p2, at + 1, p2 - at - 1,
              kat, kn, vat, vn, hat, end - hat) if real else None
-    label = f"offset {offset}"
+    label = _offset_label(offset)
     next[0] = end
     nbytes[0] = kn + vn
     if b.control:
