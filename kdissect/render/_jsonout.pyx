@@ -548,6 +548,7 @@ cdef extern from "Python.h":
 
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.math cimport isfinite
@@ -569,6 +570,15 @@ cdef enum:
 
 
 cdef dict _KEY_TEXTS = {}  # a key -> its JSON text with the colon
+# In front of it, by address, the interned keys written last (names in the code and the
+# schemas are interned): a key and its text, each a reference the slot holds.
+cdef enum:
+    _KEY_SLOTS = 1024
+cdef PyObject* _slot_keys[_KEY_SLOTS]
+cdef PyObject* _slot_texts[_KEY_SLOTS]
+
+cdef extern from "Python.h":
+    unsigned int PyUnicode_CHECK_INTERNED(object o)
 
 
 cdef struct _Keys:
@@ -1053,14 +1063,30 @@ cdef class _Writer:
     cdef inline int key(self, str k) except -1:
         """k and a colon, their text kept for the next time (for the first _MAX_KEY_TEXTS keys)."""
         cdef Py_ssize_t start
-        text = _KEY_TEXTS.get(k)
-        if text is not None:
+        cdef size_t slot = (<size_t><PyObject*>k >> 4) % _KEY_SLOTS
+        cdef PyObject* old
+        if _slot_keys[slot] == <PyObject*>k:
+            text = <object>_slot_texts[slot]
             return self.put(PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text))
-        start = self.n
-        self.string(k)
-        self.byte(58)  # :
-        if len(_KEY_TEXTS) < _MAX_KEY_TEXTS:
-            _KEY_TEXTS[k] = PyBytes_FromStringAndSize(self.buf + start, self.n - start)
+        text = _KEY_TEXTS.get(k)
+        if text is None:
+            start = self.n
+            self.string(k)
+            self.byte(58)  # :
+            if len(_KEY_TEXTS) >= _MAX_KEY_TEXTS:
+                return 0
+            text = _KEY_TEXTS[k] = PyBytes_FromStringAndSize(self.buf + start, self.n - start)
+        else:
+            self.put(PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text))
+        if PyUnicode_CHECK_INTERNED(k):  # (a name made anew each time would only take the slot)
+            old = _slot_keys[slot]
+            Py_INCREF(k)
+            _slot_keys[slot] = <PyObject*>k
+            Py_XDECREF(old)
+            old = _slot_texts[slot]
+            Py_INCREF(text)
+            _slot_texts[slot] = <PyObject*>text
+            Py_XDECREF(old)
         return 0
 
     # -- trees (the walkers of message_dict) -------------------------------------------------
