@@ -188,7 +188,7 @@ def test_plan_packs_small_files_and_shares_big_ones() -> None:
     assert [p.share for u in units[1:5] for p in u] == [0, 1, 2, 3]
     assert all(p.shares == 4 and p.path == "big" for u in units[1:5] for p in u)
     assert units[5] == (Piece("b", 3 * mb), Piece("c", mb))
-    assert split_size(60 * mb, 2) == 10 * mb and split_size(10 * mb, 2) == 4 * mb  # three a core
+    assert split_size(600 * mb, 2) == 100 * mb and split_size(60 * mb, 2) == 16 * mb  # three a core
     assert split_size(10 << 30, 2) == 128 * mb
     one_core = plan(files, parallelism=1, target=5 * mb)  # nobody to share with: whole files
     assert [[p.path for p in u] for u in one_core] == [["a"], ["b"], ["big"], ["c"]]
