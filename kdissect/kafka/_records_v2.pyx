@@ -25,6 +25,7 @@ from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint64_t
 from libc.string cimport memcpy
 
 from kdissect._model cimport new_field, new_row
+from kdissect.wire._decimal cimport decimal
 
 
 cdef extern from "Python.h":
@@ -108,25 +109,14 @@ cdef str _offset_label(object offset):
     """f"offset {offset}" (a record's label), its digits written in C when offset fits a long long."""
     cdef int overflow = 0
     cdef long long x
-    cdef unsigned long long u
     cdef char text[32]
-    cdef Py_ssize_t k = 32
+    cdef Py_ssize_t k
     if type(offset) is not int:
         return f"offset {offset}"
     x = PyLong_AsLongLongAndOverflow(offset, &overflow)
     if overflow:
         return f"offset {offset}"
-    u = <unsigned long long>(-(x + 1)) + 1 if x < 0 else <unsigned long long>x
-    while True:
-        k -= 1
-        text[k] = <char>(48 + u % 10)
-        u //= 10
-        if u == 0:
-            break
-    if x < 0:
-        k -= 1
-        text[k] = 45  # -
-    k -= 7
+    k = 32 - decimal(x, text + 32) - 7
     memcpy(text + k, b"offset ", 7)
     return PyUnicode_DecodeASCII(text + k, 32 - k, NULL)
 

@@ -37,6 +37,7 @@ from kdissect._model cimport (
     reads_row_slots,
 )
 from kdissect.render._time cimport round9
+from kdissect.wire._decimal cimport decimal
 
 from binascii import b2a_base64 as _b2a_base64
 
@@ -852,22 +853,12 @@ cdef class _Writer:
         cdef int overflow = 0
         cdef long long x = PyLong_AsLongLongAndOverflow(v, &overflow)
         cdef char digits[24]
-        cdef Py_ssize_t k = 24
-        cdef unsigned long long u
+        cdef Py_ssize_t k
         if overflow:
             s = str(v)  # (ValueError beyond the digits Python converts: the dict path raises it)
             return self.string_ascii(s)
-        u = <unsigned long long>(-(x + 1)) + 1 if x < 0 else <unsigned long long>x
-        while True:
-            k -= 1
-            digits[k] = <char>(48 + u % 10)
-            u //= 10
-            if u == 0:
-                break
-        if x < 0:
-            k -= 1
-            digits[k] = 45  # -
-        return self.put(digits + k, 24 - k)
+        k = decimal(x, digits + 24)
+        return self.put(digits + 24 - k, k)
 
     cdef int string_ascii(self, str s) except -1:
         cdef Py_ssize_t size
@@ -915,12 +906,7 @@ cdef class _Writer:
             i -= 1
         k -= 1
         digits[k] = 46  # .
-        while True:
-            k -= 1
-            digits[k] = <char>(48 + whole % 10)
-            whole //= 10
-            if whole == 0:
-                break
+        k -= decimal(whole, digits + k)
         self.put(digits + k, 32 - k)
         return True
 
