@@ -1299,35 +1299,33 @@ def message_json(m, max_bytes=256):
     handles everything in it."""
     global _Message, _Match, _Diagnostic
     cdef Py_ssize_t mb = _limit(max_bytes)
-    cdef _Writer w
     if _Message is None:
         from kdissect.model import Diagnostic as _diagnostic, Match as _match, Message as _message
         _Message, _Match, _Diagnostic = _message, _match, _diagnostic
-    if mb >= 0 and type(m) is _Message:
-        w = _Writer(mb)
-        try:
-            w.message(m)
-        except Exception:
-            pass  # the dict path decides
-        else:
-            return w.output()
-    return _pure("dumps_bytes")(message_dict(m, max_bytes))
+    out = _written(mb, m, True) if mb >= 0 and type(m) is _Message else None
+    return out if out is not None else _pure("dumps_bytes")(message_dict(m, max_bytes))
 
 
 def fields_json(fields, max_bytes=256):
     """dumps_bytes(fields_dict(fields, max_bytes)), the `fields` member of message_json, written
     straight from the tree when the writer handles everything in it."""
     cdef Py_ssize_t mb = _limit(max_bytes)
-    cdef _Writer w
-    if mb >= 0:
-        w = _Writer(mb)
-        try:
-            w.fields(fields)
-        except Exception:
-            pass  # the dict path decides
+    out = _written(mb, fields, False) if mb >= 0 else None
+    return out if out is not None else _pure("dumps_bytes")(fields_dict(fields, max_bytes))
+
+
+cdef object _written(Py_ssize_t mb, object tree, bint message):
+    """The JSON text the writer makes of a message (or of a fields tree), or None when something
+    in it is not the writer's to write: the dict path decides."""
+    cdef _Writer w = _Writer(mb)
+    try:
+        if message:
+            w.message(tree)
         else:
-            return w.output()
-    return _pure("dumps_bytes")(fields_dict(fields, max_bytes))
+            w.fields(tree)
+    except Exception:
+        return None
+    return w.output()
 
 
 # ---------------------------------------------------------------------------------------------
