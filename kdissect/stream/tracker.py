@@ -41,9 +41,9 @@ Key = tuple[Endpoint, Endpoint]
 # output flushed; if it goes on, it continues under the same stream number, from mid-stream). An
 # open conversation with a pending request costs about 8 KB, so this bounds memory at ~100 MB.
 MAX_CONVERSATIONS = 10_000
-# Ended conversations remembered for their later packets and stream numbers (about 1 KB
-# each): past this the least recently active is forgotten, and a packet of it that still comes
-# starts a new stream.
+# Ended conversations remembered for their later packets and stream numbers (about 2.5 KB
+# each: export of 20,000 short conversations peaks at 81 MB, of 10,000 at 55 MB): past this the
+# least recently active is forgotten, and a packet of it that still comes starts a new stream.
 MAX_REMEMBERED = 20_000
 
 _SEQ = 0xFFFFFFFF
