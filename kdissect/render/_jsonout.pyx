@@ -36,7 +36,7 @@ from kdissect._model cimport (
     reads_field_slots,
     reads_row_slots,
 )
-from kdissect.render._time cimport round9
+from kdissect.render._time cimport round9, thousandths
 from kdissect.wire._decimal cimport decimal
 
 from binascii import b2a_base64 as _b2a_base64
@@ -911,20 +911,10 @@ cdef class _Writer:
         return True
 
     cdef bint milliseconds(self, double rtt) except -1:
-        """round(rtt * 1000.0, 3) written, as micros() writes it, when rtt * 1000 is below 1e9
-        and not within 0.01 of a tie at its third decimal (then the rounding to 3 places is the
-        nearest integer to rtt * 1e6, whatever the product's own rounding, and the double that
-        round() reads back is n / 1000.0); False, and nothing written, else."""
-        cdef double x = rtt * 1000.0
-        cdef double p
-        cdef long long n
-        if not (0.0 <= x < 1e9):
-            return False
-        p = x * 1000.0
-        n = <long long>(p + 0.5)
-        if not (-0.49 <= p - <double>n <= 0.49):
-            return False
-        return self.micros(<double>n / 1000.0)
+        """round(rtt * 1000.0, 3) written, as micros() writes it, where render/_time.pxd's
+        thousandths rounds it in C; False, and nothing written, else."""
+        cdef double r
+        return thousandths(rtt * 1000.0, &r) and self.micros(r)
 
     cdef int value(self, object v) except -1:
         if v is None:

@@ -3,7 +3,7 @@ as_int, as_bigint and as_text with their common cases (None, an int in range, a 
 text) in C and every other value handed to the pure function, so the rules stay values.py's;
 round3, round(v, 3) of a round trip's milliseconds."""
 
-from libc.math cimport fabs, rint
+from kdissect.render._time cimport thousandths
 
 import kdissect.spark.values as V
 
@@ -39,15 +39,8 @@ cdef object text(object v):
 
 
 cdef object round3(object v):
-    """round(v, 3). For a float whose thousandths stay below 2**30 and are not within 2**-20 of
-    a half, the rounded thousandths are rint(v * 1000) (v * 1000 is within 2**-23 of the exact
-    product), and round() gives the double nearest them over 1000, which is what the division
-    gives; anything else goes to round(), whose dtoa costs thousands of instructions."""
-    cdef double y, r
-    if type(v) is float:
-        y = <double>v * 1000.0
-        if fabs(y) < 1073741824.0:
-            r = rint(y)
-            if fabs(y - r) < 0.5 - 1.0 / 1048576.0:
-                return r / 1000.0
+    """round(v, 3): in C where render/_time.pxd's thousandths can, else by round()."""
+    cdef double r
+    if type(v) is float and thousandths(<double>v, &r):
+        return r
     return round(v, 3)
