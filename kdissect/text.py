@@ -28,6 +28,12 @@ def value_word(v: object) -> str:
     return str(v)
 
 
+def cut(text: str, limit: int) -> str:
+    """text, or its first limit - 1 characters and "…" when it is longer than limit (a name or
+    text from a capture, or from the user, of any length)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 # Control characters (C0, DEL, C1) as a line of text output writes them: escaped as Python
 # writes them in a string's repr, so that no name in a capture moves the cursor, colours or
 # retitles the terminal, or forges a line of output.

@@ -12,11 +12,6 @@ SHOWN_EXPR = 160
 SHOWN_TEXT = 80
 
 
-def cut(text: str, limit: int = SHOWN_TEXT) -> str:
-    """text, or its first limit - 1 characters and "…" when longer."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _around(expr: str, pos: int) -> tuple[str, int]:
     """The part of expr an error shows (at most SHOWN_EXPR characters around pos, with "…" at
     either side cut off) and pos within it."""

@@ -18,7 +18,7 @@ from time import process_time
 from typing import Any
 
 from kdissect.filter import names
-from kdissect.filter.errors import FilterError, UnknownNameError, cut
+from kdissect.filter.errors import SHOWN_TEXT, FilterError, UnknownNameError
 from kdissect.filter.keys import ALIASES, KDISSECT, PRESENT, atoms, compile_key
 from kdissect.filter.names import Vocabulary, suggestions
 from kdissect.filter.nodes import (
@@ -36,6 +36,7 @@ from kdissect.filter.nodes import (
 )
 from kdissect.filter.parser import field_ref, is_number, parse
 from kdissect.model import Message
+from kdissect.text import cut
 
 Predicate = Callable[[Message], bool]
 Test = Callable[[Any, "str | None"], bool]
@@ -308,7 +309,7 @@ class _Compiler:
         self.check_name(ref)
         find = compile_key(ref.name, self.expr, ref.pos, self.protocols)
         if valued and "." not in ref.name:
-            raise FilterError(f"a protocol name ({cut(ref.name)}) takes no value", self.expr, ref.pos)
+            raise FilterError(f"a protocol name ({cut(ref.name, SHOWN_TEXT)}) takes no value", self.expr, ref.pos)
         return find
 
     def check_name(self, ref: FieldRef) -> None:
@@ -318,7 +319,7 @@ class _Compiler:
         vocs = names.vocabularies(self.protocols)
         if proto == "kdissect" or proto not in vocs or vocs[proto].knows(name):
             return
-        raise UnknownNameError(f'"{cut(ref.name)}" is neither a field nor a protocol name.', self.expr, ref.pos,
+        raise UnknownNameError(f'"{cut(ref.name, SHOWN_TEXT)}" is neither a field nor a protocol name.', self.expr, ref.pos,
                                suggestions(ref.name, _known_names(vocs)))
 
     def check_value(self, ref: FieldRef, lit: Literal) -> None:
@@ -330,7 +331,7 @@ class _Compiler:
         known = voc.values_of(ref.name) if voc is not None else None
         if not known or lit.text.lower() in {n.lower() for n in known}:
             return
-        raise UnknownNameError(f'"{cut(lit.text)}" is not a value of {ref.name}.', self.expr, lit.pos,
+        raise UnknownNameError(f'"{cut(lit.text, SHOWN_TEXT)}" is not a value of {ref.name}.', self.expr, lit.pos,
                                suggestions(lit.text, known))
 
     def compare(self, node: Compare) -> Predicate:

@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kdissect.filter.errors import FilterError, cut
+from kdissect.filter.errors import SHOWN_TEXT, FilterError
 from kdissect.model import ARRAY, ENUM, FLAGS, RAW, STRUCT, TIME_MS, Field, Message
 from kdissect.render.jsonout import printable
+from kdissect.text import cut
 
 Nodes = Callable[[Message], list[Field]]
 PRESENT = object()  # the value of a struct or array: it exists, it has no scalar value
@@ -102,7 +103,7 @@ def compile_key(name: str, expr: str = "", pos: int = 0, protocols: Iterable[str
     if proto == "kdissect":
         return _kdissect(path, name, expr, pos)
     if proto not in (protocols if protocols is not None else known_protocols()):
-        raise FilterError(f"unknown protocol or field {cut(name)!r}", expr or name, pos)
+        raise FilterError(f"unknown protocol or field {cut(name, SHOWN_TEXT)!r}", expr or name, pos)
     if not path:
         return lambda m: [_present(proto)] if m.protocol == proto else []
     alias = protocol_alias(proto, name)
@@ -191,7 +192,7 @@ def _kdissect(path: str, name: str, expr: str, pos: int) -> Nodes:
         return lambda m: info_nodes(m.info, path)
     entry = KDISSECT.get(path)
     if entry is None:
-        raise FilterError(f"unknown field {cut(name)!r}", expr or name, pos)
+        raise FilterError(f"unknown field {cut(name, SHOWN_TEXT)!r}", expr or name, pos)
     get = entry[0]
     last = path.rpartition(".")[2]
     return lambda m: _wrap(last, get(m))

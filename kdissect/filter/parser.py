@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from kdissect.filter.errors import FilterError, cut
+from kdissect.filter.errors import SHOWN_TEXT, FilterError
 from kdissect.filter.lexer import (
     COMMA,
     END,
@@ -44,6 +44,7 @@ from kdissect.filter.nodes import (
     Or,
     Range,
 )
+from kdissect.text import cut
 
 KEYWORDS = frozenset({"and", "or", "not", "in", "contains", "matches", "eq", "ne", "lt", "gt", "le", "ge"})
 FIELD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*\Z")
@@ -73,7 +74,7 @@ def is_number(text: str) -> bool:
 def field_ref(text: str, src: str, pos: int) -> FieldRef:
     """A field name written at `pos` of `src`; FilterError when it cannot be one."""
     if not FIELD_RE.match(text) or is_number(text):
-        raise FilterError(f"{cut(text)!r} is not a field name", src, pos)
+        raise FilterError(f"{cut(text, SHOWN_TEXT)!r} is not a field name", src, pos)
     return FieldRef(text, pos)
 
 
@@ -82,7 +83,7 @@ def _describe(tok: Token) -> str:
         return "end of filter"
     if tok.kind == STRING:
         return "string"
-    return repr(cut(tok.text))
+    return repr(cut(tok.text, SHOWN_TEXT))
 
 
 class _Parser:

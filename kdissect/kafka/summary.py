@@ -13,7 +13,7 @@ from kdissect import accel
 from kdissect.kafka.ops import Ctx
 from kdissect.kafka.topicids import topic_ids
 from kdissect.model import Field
-from kdissect.text import plural, value_word
+from kdissect.text import cut, plural, value_word
 
 Summariser = Callable[[list[Field], Ctx], str]
 MAX_TOPICS = 5
@@ -37,7 +37,7 @@ def value(fields: list[Field] | None, name: str) -> object:
 
 def short(name: str) -> str:
     """A name as summaries write it: cut after MAX_NAME characters."""
-    return name if len(name) <= MAX_NAME else name[: MAX_NAME - 1] + "…"
+    return cut(name, MAX_NAME)
 
 
 def text(fields: list[Field] | None, name: str) -> str:

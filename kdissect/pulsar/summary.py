@@ -8,7 +8,7 @@ from typing import Any
 from kdissect.model import ARRAY, ENUM, STRUCT, Field, Message
 from kdissect.pulsar.commands import BARE_FIELDS, ERROR_FIELDS, SUMMARY_FIELDS
 from kdissect.pulsar.payload import PayloadFacts
-from kdissect.text import plural, value_word
+from kdissect.text import cut, plural, value_word
 
 # Characters of a name or text (a topic, producer, URL, error message) a summary shows: a longer
 # one is cut, with "…"; the fields and the facts keep it whole.
@@ -16,8 +16,7 @@ MAX_TEXT = 1024
 
 
 def short(text: object) -> str:
-    s = str(text)
-    return s if len(s) <= MAX_TEXT else s[: MAX_TEXT - 1] + "…"
+    return cut(str(text), MAX_TEXT)
 
 
 def show(f: Field | None) -> str:

@@ -13,7 +13,7 @@ from kdissect.rocketmq.tables import (
     PULL_STATUS_CODES,
     SUCCESS,
 )
-from kdissect.text import plural, value_word
+from kdissect.text import cut, plural, value_word
 
 Spec = tuple[tuple[str, str], ...]
 
@@ -59,8 +59,7 @@ MAX_TEXT = 1024
 
 
 def short(v: object) -> str:
-    s = value_word(v)
-    return s if len(s) <= MAX_TEXT else s[: MAX_TEXT - 1] + "…"
+    return cut(value_word(v), MAX_TEXT)
 
 
 def _pairs(spec: Spec, ext: dict[str, Any]) -> list[str]:

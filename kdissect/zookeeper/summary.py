@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kdissect.model import Field
-from kdissect.text import plural, value_word
+from kdissect.text import cut, plural, value_word
 
 Part = Callable[[Field], "str | None"]
 MAX_PATHS = 3
@@ -16,7 +16,7 @@ MAX_TEXT = 1024
 
 
 def short(text: str) -> str:
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+    return cut(text, MAX_TEXT)
 
 
 def _value(f: Field) -> str | None:
