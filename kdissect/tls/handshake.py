@@ -9,8 +9,13 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from kdissect.text import cut
+
 CLIENT_HELLO, SERVER_HELLO, FINISHED, KEY_UPDATE = 1, 2, 20, 24
 MAX_HELLO = 64 * 1024  # a hello is a few KB at most (post-quantum key shares included)
+# The server name kept of a ClientHello, in characters: a DNS name has 253 at most, where the
+# extension allows 64 KB, and every decrypted message of the connection carries the name.
+MAX_SNI = 255
 # The ServerHello random of a HelloRetryRequest (RFC 8446 section 4.1.3).
 HELLO_RETRY = bytes.fromhex("cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c")
 EXT_SERVER_NAME, EXT_ALPN, EXT_ETM, EXT_PSK, EXT_EARLY_DATA, EXT_VERSIONS = 0, 16, 22, 41, 42, 43
@@ -38,7 +43,7 @@ class Hello:
             return None
         n = struct.unpack_from(">H", data, 3)[0]
         name = data[5:5 + n]
-        return name.decode("ascii", "replace") if len(name) == n else None
+        return cut(name.decode("ascii", "replace"), MAX_SNI) if len(name) == n else None
 
     def alpn(self) -> list[str]:
         data = self.extensions.get(EXT_ALPN) or b""

@@ -16,7 +16,7 @@ from tlspeer import run
 
 from kdissect.stream.reassembly import Buffered, Data
 from kdissect.tls.connection import MAX_RECORD, TlsConnection, starts_tls
-from kdissect.tls.handshake import MAX_HELLO, BadHandshake, HandshakeReader, parse_hello
+from kdissect.tls.handshake import MAX_HELLO, MAX_SNI, BadHandshake, HandshakeReader, parse_hello
 from kdissect.tls.keylog import READ_CHUNK, KeyLog
 
 MESSAGES = [(0, b"\x00\x00\x00\x08abcdefgh"), (1, b"\x00\x00\x00\x04wxyz" * 50), (0, b"tail")]
@@ -281,3 +281,19 @@ def test_a_key_update_not_at_the_end_of_its_record_ends_that_side(sessions: list
     assert conn.feed(0, [Data(flood, 99, 0.0)]) == []
     assert client.dead and client.prot is prot
     assert [d.key for d in conn.diagnostics] == ["tls.malformed"]
+
+
+def test_a_server_name_longer_than_a_dns_name_is_cut() -> None:
+    """Every decrypted message carries its connection's server name (export's `tls` object, read
+    -V): a ClientHello naming a server of 60,000 characters made 5,000 request and response
+    pairs (1.2 MB) 606 MB of JSON. The name is cut after MAX_SNI characters."""
+    name = b"broker." * 8571
+    sni = struct.pack(">HBH", len(name) + 3, 0, len(name)) + name
+    hello = _hello(1, b"\xc0\x2f", struct.pack(">HH", 0, len(sni)) + sni)
+    conn = TlsConnection(None)
+    conn.feed(0, [Data(b"".join(_record(22, hello[i:i + 16000]) for i in range(0, len(hello), 16000)), 1, 0.0)])
+    sent = conn.info.sni
+    assert sent is not None and len(sent) == MAX_SNI
+    assert sent == name[:MAX_SNI - 1].decode() + "…"
+    short = _hello(1, b"\xc0\x2f", struct.pack(">HHHBH", 0, 13, 11, 0, 8) + b"broker-1")
+    assert parse_hello(short[4:], False).sni() == "broker-1"
