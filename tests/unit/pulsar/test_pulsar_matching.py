@@ -96,7 +96,25 @@ def test_long_names_are_cut_in_summaries_and_kept_whole_in_facts() -> None:
     assert prod.summary == f"PRODUCER {cut(topic)} producer_id=1" and prod.info["topic"] == topic
     assert ok.summary == f"PRODUCER_SUCCESS producer_name={cut(name)} for PRODUCER {cut(topic)}"
     send = run(payload_frame(SEND, pb((1, 1), (2, 42), (3, 1)), pb((1, name), (2, 42), (3, 1)), b"a"), state=st)
-    assert send.summary == f"SEND producer=1 seq=42 1 message {cut(topic)}" and send.info["topic"] == topic
+    assert send.summary == f"SEND producer=1 seq=42 1 message {cut(topic)}" and send.info["topic"] == cut(topic)
+
+
+def test_a_topic_remembered_for_an_id_is_cut_as_summaries_cut_it() -> None:
+    # Every SEND of a producer and every FLOW of a consumer carry in their facts the topic the
+    # id was created for: a PRODUCER and a SUBSCRIBE of a 1 MB topic, then 40,000 small SENDs and
+    # FLOWs (3.1 MB), made more than 7 GB of JSON. The command naming the topic keeps it whole.
+    from kdissect.pulsar.summary import MAX_TEXT
+
+    topic = "persistent://t/n/" + "x" * 1_000_000
+    short = topic[: MAX_TEXT - 1] + "…"
+    st = _state()
+    prod = run(simple(PRODUCER, pb((1, topic), (2, 1), (3, 7))), state=st)
+    sub = run(simple(SUBSCRIBE, pb((1, topic), (2, "sub"), (3, 0), (4, 9), (5, 8))), state=st)
+    assert prod.info["topic"] == topic and sub.info["topic"] == topic
+    assert st.producers == {1: short} and st.consumers == {9: short}
+    send = run(payload_frame(SEND, pb((1, 1), (2, 42)), pb((1, "p"), (2, 42), (3, 1)), b"a"), state=st)
+    flow = run(simple(FLOW, pb((1, 9), (2, 100))), state=st)
+    assert send.info["topic"] == short and flow.info["topic"] == short
 
 
 def test_chunks_sharing_a_sequence_id_match_in_order() -> None:
