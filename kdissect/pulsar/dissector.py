@@ -22,7 +22,7 @@ from kdissect.pulsar.conversation import PulsarConversation, remember
 from kdissect.pulsar.diagnostics import DIAGNOSTICS
 from kdissect.pulsar.payload import PayloadFacts, decode_payload
 from kdissect.pulsar.protowire import WalkContext, walk
-from kdissect.pulsar.summary import error_of, summarize
+from kdissect.pulsar.summary import error_of, short, summarize
 from kdissect.text import plural
 from kdissect.wire.reader import WireReader
 from kdissect.wire.varint import uvarint_at
@@ -210,8 +210,8 @@ def _facts(msg: Message, state: PulsarConversation, type_name: str, body: Field 
     info.update(error_code=code, error=name)
     if text:
         info["error_message"] = text
-    if name is not None:
-        msg.add(DIAGNOSTICS("error", f"{type_name}: {name}" + (f": {text}" if text else "")))
+    if name is not None:  # the text as the summary cuts it: the field and the facts keep it whole
+        msg.add(DIAGNOSTICS("error", f"{type_name}: {name}" + (f": {short(text)}" if text else "")))
 
 
 DISSECTOR = PulsarDissector()

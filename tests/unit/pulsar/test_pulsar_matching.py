@@ -117,6 +117,21 @@ def test_a_topic_remembered_for_an_id_is_cut_as_summaries_cut_it() -> None:
     assert send.info["topic"] == short and flow.info["topic"] == short
 
 
+def test_a_long_error_message_is_cut_in_the_diagnostic_as_in_the_summary() -> None:
+    # The pulsar.error diagnostic quoted the error message whole: three answers whose message has
+    # 4 MB (12 MB) made read -V write 12 MB, each diagnostic one line of 4 MB (10 KB now), and
+    # export 36 MB (24 MB now: the field and error_message keep the message whole).
+    from kdissect.pulsar.summary import MAX_TEXT
+
+    text = "e" * 4_000_000
+    st = _state()
+    run(simple(LOOKUP, pb((1, TOPIC), (2, 1))), state=st)
+    err = run(simple(ERROR, pb((1, 1), (2, 2), (3, text))), to_server=False, state=st)
+    cut = text[: MAX_TEXT - 1] + "…"
+    assert err.info["error_message"] == text and err.summary.endswith(f"error=PersistenceError: {cut}")
+    assert [d.message for d in err.diagnostics] == [f"ERROR: PersistenceError: {cut}"]
+
+
 def test_chunks_sharing_a_sequence_id_match_in_order() -> None:
     st = _state()
     sends = [run(simple(SEND, pb((1, 0), (2, 5))), state=st) for _ in range(3)]
