@@ -151,8 +151,10 @@ def contains(val: Value) -> Test:
 # do, without a search, values at least as long as the shortest one stopped; once MATCH_BUDGET_S
 # of CPU time went on stopped searches, every value. (The CPU time they took, not their limits: re
 # notices the timer only every few thousand start positions, so a search of a megabyte whose
-# every start position scans the rest of the value runs seconds past its limit.) A one-line
-# warning says so, once. Other threads (the tui's) search without a timer.
+# every start position scans the rest of the value runs seconds past its limit.) The budget is the
+# filter's, shared by all its `matches`: five of them on ten long paths took five budgets. A
+# one-line warning says so, once a regular expression. Other threads (the tui's) search without a
+# timer.
 MATCH_TIME_S = 0.05
 MATCH_S_PER_CHAR = 100e-9
 MATCH_BUDGET_S = 1.0
@@ -207,7 +209,9 @@ def _timed(search: Callable[..., Any], s: str, limit: float) -> bool:
         signal.setitimer(signal.ITIMER_VIRTUAL, 0)
 
 
-def matches(val: Value, lit: Literal, expr: str) -> Test:
+def matches(val: Value, lit: Literal, expr: str, lost: list[float] | None = None) -> Test:
+    """`lost`: the CPU time stopped searches took, shared by the filter's `matches` (a budget of its
+    own when None)."""
     try:
         rx = re.compile(val.text)
     except (re.error, OverflowError) as e:  # OverflowError: a repetition count too large
@@ -215,10 +219,11 @@ def matches(val: Value, lit: Literal, expr: str) -> Test:
     except RecursionError:
         raise FilterError("bad regular expression (nested too deeply)", expr, lit.pos) from None
     search = rx.search
-    too_long: list[float] = [sys.maxsize, 0.0]  # values this long are not searched; time lost to stops
+    spent = lost if lost is not None else [0.0]
+    too_long = [sys.maxsize]  # values this long are not searched (0 once it was stopped)
 
     def found(s: str) -> bool:
-        if len(s) >= too_long[0]:
+        if len(s) >= too_long[0] or spent[0] >= MATCH_BUDGET_S:
             return False
         if not _Clock.ready():
             return search(s) is not None
@@ -227,12 +232,12 @@ def matches(val: Value, lit: Literal, expr: str) -> Test:
         try:
             return _timed(search, s, limit)
         except _Stopped:
-            if not too_long[1]:
+            if too_long[0] == sys.maxsize:
                 sys.stderr.write(f"kdissect: warning: the regular expression {val.text!r} took more than "
                                  f"{limit:.2g} s on a value of {len(s):,} characters: values as long count as "
                                  f"not matching (after {MATCH_BUDGET_S:g} s of such, every value)\n")
-            too_long[1] += process_time() - began
-            too_long[0] = len(s) if too_long[1] < MATCH_BUDGET_S else 0
+            spent[0] += process_time() - began
+            too_long[0] = len(s)
             return False
 
     def test(v: Any, d: str | None) -> bool:
@@ -281,6 +286,7 @@ class _Compiler:
     def __init__(self, expr: str, protocols: tuple[str, ...] | None) -> None:
         self.expr = expr
         self.protocols = protocols
+        self.lost = [0.0]  # CPU time the stopped searches of all its `matches` took (MATCH_BUDGET_S)
 
     def node(self, node: Node) -> Predicate:
         if isinstance(node, (And, Or)):
@@ -350,7 +356,7 @@ class _Compiler:
         elif op == "contains":
             test = contains(val)
         else:
-            test = matches(val, node.value, self.expr)
+            test = matches(val, node.value, self.expr, self.lost)
         return _any_value(find, test)
 
     def item(self, ref: FieldRef, item: Literal | Range) -> Test:
