@@ -30,7 +30,8 @@ def show(f: Field | None) -> str:
     if f.hint == STRUCT:
         if f.child("ledger_id") is not None:
             return message_id(f)
-        return "{" + ", ".join(f"{c.name}={show(c)}" for c in (f.children or [])[:3]) + "}"
+        # cut as a name is: a message id may nest its first chunk's id, three a level, 24 levels
+        return short("{" + ", ".join(f"{c.name}={show(c)}" for c in (f.children or [])[:3]) + "}")
     if f.hint == ENUM and f.display:
         return f.display
     if isinstance(f.value, bytes):

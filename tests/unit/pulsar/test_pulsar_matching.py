@@ -132,6 +132,24 @@ def test_a_long_error_message_is_cut_in_the_diagnostic_as_in_the_summary() -> No
     assert [d.message for d in err.diagnostics] == [f"ERROR: PersistenceError: {cut}"]
 
 
+def test_a_message_id_nesting_its_first_chunk_s_is_cut_in_the_summary() -> None:
+    # A MessageIdData without ledger_id shows as {its first three fields}, and may hold its first
+    # chunk's id, again and again: ids nesting three first_chunk_message_ids a level, ten levels
+    # (30 ACKs, SEEKs and SEND_RECEIPTs, 10.7 MB), made summary lines of 75 KB (read: 1.8 MB,
+    # now 34 KB). The field tree keeps them.
+    from kdissect.pulsar.summary import MAX_TEXT
+
+    mid = pb((2, 1))
+    for _ in range(10):
+        mid = pb((2, 1), (7, [mid] * 3))
+    ack = run(simple(ACK, pb((1, 6), (2, 0), (3, mid))), state=_state())
+    assert len(ack.summary) < MAX_TEXT + 100
+    assert ack.summary.startswith("ACK consumer_id=6 ack_type=Individual message_id={entry_id=1, first_chunk_message_id={entry_id=1")
+    assert ack.summary.endswith("…")
+    plain = run(simple(ACK, pb((1, 6), (2, 0), (3, pb((2, 2), (3, 4))))), state=_state())
+    assert plain.summary == "ACK consumer_id=6 ack_type=Individual message_id={entry_id=2, partition=4}"
+
+
 def test_chunks_sharing_a_sequence_id_match_in_order() -> None:
     st = _state()
     sends = [run(simple(SEND, pb((1, 0), (2, 5))), state=st) for _ in range(3)]
