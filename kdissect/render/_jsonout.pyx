@@ -550,10 +550,21 @@ cdef extern from "Python.h":
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
-from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.mem cimport PyMem_Free
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.math cimport isfinite
 from libc.string cimport strlen
+
+
+cdef extern from "Python.h":
+    int _PyBytes_Resize(PyObject** text, Py_ssize_t size) except -1
+
+
+cdef PyObject* _new_bytes(Py_ssize_t size) except NULL:
+    """A new bytes object of `size` bytes, not yet written (a reference the caller owns)."""
+    text = PyBytes_FromStringAndSize(NULL, size)
+    Py_INCREF(text)
+    return <PyObject*>text
 
 cdef object _Message = None  # kdissect.model's Message, Match and Diagnostic, on first use
 cdef object _Match = None
@@ -712,11 +723,21 @@ cdef double _last_ts = 0.0
 cdef bytes _last_ts_text = None
 
 
+# The room a writer starts with: the longest text written so far, up to _MAX_START (a message
+# then grows its buffer rarely; a longer one grows from there).
+cdef enum:
+    _MIN_START = 4096
+    _MAX_START = 1048576
+cdef Py_ssize_t _start_room = _MIN_START
+
+
 @cython.final  # its methods called directly, not through a table: the small ones inlined
 cdef class _Writer:
-    """A growing buffer of JSON text."""
+    """A growing buffer of JSON text: a bytes object the writer owns alone, cut to its length at
+    the end (output()), so that the text is not copied once written."""
 
-    cdef char* buf
+    cdef PyObject* obj  # the bytes object (NULL once output() has handed it over)
+    cdef char* buf  # its bytes
     cdef Py_ssize_t n
     cdef Py_ssize_t cap
     cdef Py_ssize_t mb
@@ -724,31 +745,27 @@ cdef class _Writer:
     cdef int depth  # of nested structs, arrays, lists and dicts
 
     def __cinit__(self, Py_ssize_t mb):
-        self.cap = 4096
-        self.buf = <char*>PyMem_Malloc(self.cap)
-        if self.buf == NULL:
-            raise MemoryError()
+        self.cap = _start_room
+        self.obj = _new_bytes(self.cap)
+        self.buf = PyBytes_AS_STRING(<object>self.obj)
         self.n = 0
         self.mb = mb
         self.keep = []
         self.depth = 0
 
     def __dealloc__(self):
-        PyMem_Free(self.buf)
+        Py_XDECREF(self.obj)
 
     cdef int reserve(self, Py_ssize_t extra) except -1:
         cdef Py_ssize_t cap = self.cap
-        cdef char* grown
         if extra <= self.cap - self.n:
             return 0
         if extra > PY_SSIZE_T_MAX // 2 - self.n:
             raise MemoryError()
         while cap - self.n < extra:
             cap *= 2
-        grown = <char*>PyMem_Realloc(self.buf, cap)
-        if grown == NULL:
-            raise MemoryError()
-        self.buf = grown
+        _PyBytes_Resize(&self.obj, cap)  # (on failure obj is NULL and MemoryError raised)
+        self.buf = PyBytes_AS_STRING(<object>self.obj)
         self.cap = cap
         return 0
 
@@ -767,7 +784,17 @@ cdef class _Writer:
         return 0
 
     cdef bytes output(self):
-        return PyBytes_FromStringAndSize(self.buf, self.n)
+        """The text written, as bytes; the writer is spent."""
+        global _start_room
+        if self.n > _start_room:
+            _start_room = min(self.n, <Py_ssize_t>_MAX_START)
+        _PyBytes_Resize(&self.obj, self.n)
+        out = <bytes>self.obj
+        Py_XDECREF(self.obj)  # (out holds it)
+        self.obj = NULL
+        self.buf = NULL
+        self.cap = self.n = 0
+        return out
 
     # -- values ------------------------------------------------------------------------------
 
