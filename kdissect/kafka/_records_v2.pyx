@@ -1,6 +1,6 @@
 """Compiled twin of decode_batch, count_batch and record_elements in
 kdissect/kafka/records_v2.py (see kdissect/accel.py): the same batches and records (the same
-Row and Field objects), the same ctx counters, budget calls and diagnostics, C for bytes
+Row and Field objects), the same ctx counters, budget and diagnostics, C for bytes
 buffers.
 
 decode_batch and count_batch read the 61-byte header of a batch that lies within a bytes
@@ -25,6 +25,8 @@ from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint64_t
 from libc.string cimport memcpy
 
 from kdissect._model cimport new_field, new_row
+from kdissect.dissect.base cimport Budget, Inflation
+from kdissect.kafka.records_common cimport Ctx
 from kdissect.wire._decimal cimport decimal
 
 
@@ -121,6 +123,51 @@ cdef str _offset_label(object offset):
     return PyUnicode_DecodeASCII(text + k, 32 - k, NULL)
 
 
+cdef inline bint _count(object v, long long* out):
+    """An int budget count between 0 and 2**62 into out; False for anything else."""
+    cdef int overflow = 0
+    if type(v) is not int:
+        return False
+    out[0] = PyLong_AsLongLongAndOverflow(v, &overflow)
+    return not overflow and 0 <= out[0] <= (1LL << 62)
+
+
+cdef Py_ssize_t _allowance(object ctx) except -1:
+    """How many entries in a row ctx.over_limit would let the message show from now on, each
+    spending one of its budget, with nothing else spending them between (Budget.entry); 0 when
+    ctx, its budget and the capture's counts are not exactly the types (and ints) the decoders
+    make (then over_limit decides each time)."""
+    cdef long long left, cap, shown
+    if type(ctx) is not Ctx or type((<Ctx>ctx).budget) is not Budget:
+        return 0
+    cdef Budget b = (<Ctx>ctx).budget
+    if not _count(b.entries_left, &left) or left == 0:
+        return 0
+    c = b._capture
+    if c is None:
+        return left
+    if type(c) is not Inflation or not _count(b._entries_cap, &cap) \
+            or not _count((<Inflation>c).entries, &shown):
+        return 0
+    # After the first, each needs the capture's count below its cap.
+    return min(left, max(1, cap - shown))
+
+
+cdef int _spend(object ctx, Py_ssize_t n) except -1:
+    """n entries spent as n calls of Budget.entry that each let one be shown (what _allowance
+    promised)."""
+    if n == 0:
+        return 0
+    cdef Budget b = (<Ctx>ctx).budget
+    b.entries_left = b.entries_left - n
+    c = b._capture
+    if c is not None:
+        (<Inflation>c).entries = (<Inflation>c).entries + n
+        if (<Inflation>c).entries >= b._entries_cap:
+            b.entries_left = 0
+    return 0
+
+
 cdef object _headers(const unsigned char* data, Py_ssize_t p, Py_ssize_t end, bint real,
                      object ctx, Py_ssize_t* next, int64_t* count):
     """The headers field at p (as _headers in records_v2), or None when they do not decode or
@@ -131,7 +178,7 @@ cdef object _headers(const unsigned char* data, Py_ssize_t p, Py_ssize_t end, bi
     cdef list items = []
     if not _varint(data, &p, end, &n) or n < 0 or 2 * n > end - p:
         return None
-    if n and n > ctx.budget.elements_left:
+    if n and n > _elements_left(ctx):
         return None
     count[0] = n
     for j in range(n):
@@ -148,6 +195,25 @@ cdef object _headers(const unsigned char* data, Py_ssize_t p, Py_ssize_t end, bi
                              hstart if real else -1, p - hstart, None))
     next[0] = p
     return new_field("headers", None, start if real else -1, p - start, items, ARRAY, None, None)
+
+
+cdef object _elements_left(object ctx):
+    """ctx.budget.elements_left (read from the struct when ctx and its budget are exactly Ctx
+    and Budget)."""
+    if type(ctx) is Ctx and type((<Ctx>ctx).budget) is Budget:
+        return (<Budget>(<Ctx>ctx).budget).elements_left
+    return ctx.budget.elements_left
+
+
+cdef int _spend_elements(object ctx, int64_t n) except -1:
+    """ctx.budget.elements(n), n being at most what is left (_headers checked it)."""
+    cdef Budget b
+    if type(ctx) is Ctx and type((<Ctx>ctx).budget) is Budget:
+        b = (<Ctx>ctx).budget
+        b.elements_left = b.elements_left - n
+    else:
+        ctx.budget.elements(n)
+    return 0
 
 
 cdef inline int64_t _int(const unsigned char* s, int size) noexcept:
@@ -216,7 +282,7 @@ cdef object _record(const unsigned char* data, Py_ssize_t start, Py_ssize_t limi
     if headers is None or p != end:
         return None
     if hn:
-        ctx.budget.elements(hn)
+        _spend_elements(ctx, hn)
         if not real:
             ctx.budget.decompressed_elements(hn)
     ts = max_timestamp if b.log_append else _add(base_timestamp, b.small_timestamp, b.base_timestamp, ts_delta)
@@ -264,14 +330,28 @@ def record_elements(buf, pos, end, count, declared, attributes, base_offset, bas
     # The records and key and value bytes counted here, added to ctx's counts as the loop ends
     # however it ends (nothing in it reads them).
     cdef Py_ssize_t records = 0, nbytes = 0
+    # The records of the message's own bytes spend their entries in C while the budget allows
+    # (allowed: how many in a row it lets be shown, spent: how many of them are not yet taken
+    # from it), which it is told at once (_spend) before anything else reads it; over_limit
+    # decides where the allowance ends and for decompressed records, whose headers spend
+    # entries too (decompressed_elements).
+    cdef Py_ssize_t allowed = _allowance(ctx) if real else 0, spent = 0
     p = c_pos
     try:
         for i in range(c_count):
-            if ctx.over_limit(where):
-                records += c_count - i  # counted from the header, not shown
-                break
+            if spent < allowed:
+                spent += 1
+            else:
+                _spend(ctx, spent)
+                spent = 0
+                if ctx.over_limit(where):
+                    records += c_count - i  # counted from the header, not shown
+                    break
+                allowed = _allowance(ctx) if real else 0
             rec = _record(data, p, limit, &b, base_offset, base_timestamp, max_timestamp, ctx, &p, &nb)
             if rec is None:
+                _spend(ctx, spent)
+                spent = 0
                 r = WireReader(buf, p, end)
                 try:
                     rec = _pure_record(r, attributes, base_offset, base_timestamp, max_timestamp, ctx, real)
@@ -280,6 +360,7 @@ def record_elements(buf, pos, end, count, declared, attributes, base_offset, bas
                             e.offset if real else where)
                     break
                 p = r.pos
+                allowed = _allowance(ctx) if real else 0
             else:
                 nbytes += nb
             elements.append(rec)
@@ -289,6 +370,7 @@ def record_elements(buf, pos, end, count, declared, attributes, base_offset, bas
                 ctx.add("records.trailing", f"{plural(limit - p, 'byte')} after the last of {count} records",
                         p if real else where)
     finally:
+        _spend(ctx, spent)
         ctx.records += records
         ctx.nbytes += nbytes
     return elements

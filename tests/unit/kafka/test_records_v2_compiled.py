@@ -23,7 +23,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from support import CAPTURES, SHARED_CAPTURES, sidecar_decode_as
 
 from kdissect import accel
-from kdissect.dissect.base import Budget, Options
+from kdissect.dissect.base import Budget, Inflation, Options
 from kdissect.kafka import records, records_v2
 from kdissect.kafka.records_common import Ctx
 from kdissect.model import Field, Row
@@ -96,19 +96,25 @@ def same(a: object, b: object, path: str = "") -> None:
         assert a == b, f"{path}: {a!r} != {b!r}"
 
 
-def new_ctx(entries: int | None = None, elements: int | None = None) -> Ctx:
+def new_ctx(entries: int | None = None, elements: int | None = None, room: int | None = None) -> Ctx:
+    """A ctx whose message may show `entries` more entries and decode `elements` more elements,
+    and whose capture (when `room` is given) may show `room` more entries before its cap."""
     ctx = Ctx(OPTS, Budget(OPTS))
     if entries is not None:
         ctx.budget.entries_left = entries
     if elements is not None:
         ctx.budget.elements_left = elements
+    if room is not None:
+        c = ctx.budget._capture = Inflation()
+        ctx.budget._entries_cap = 1000
+        c.entries = 1000 - room
     return ctx
 
 
 def ctx_state(ctx: Ctx) -> tuple[object, ...]:
     b = ctx.budget
     return (ctx.records, ctx.batches, ctx.nbytes, ctx.diags, b.entries_left, b.inflate_left,
-            b.inflated, b.elements_left, sorted(b._said))
+            b.inflated, b.elements_left, sorted(b._said), None if b._capture is None else b._capture.entries)
 
 
 def outcome(fn: Callable[[], object]) -> object:
@@ -118,11 +124,12 @@ def outcome(fn: Callable[[], object]) -> object:
         return e
 
 
-def check_elements(call: Call, entries: int | None = None, elements: int | None = None) -> list[Field] | object:
+def check_elements(call: Call, entries: int | None = None, elements: int | None = None,
+                   room: int | None = None) -> list[Field] | object:
     """Runs both record_elements on `call` (fresh ctxs) and asserts the same outcome."""
     results = []
     for fn in (PURE, COMPILED):
-        ctx = new_ctx(entries, elements)
+        ctx = new_ctx(entries, elements, room)
         out = outcome(partial(fn, *call[:9], ctx, *call[9:]))
         results.append((out, ctx_state(ctx)))
     same(results[0], results[1])
@@ -140,13 +147,13 @@ def elements_fn(fn: Callable[..., list[Field]]) -> Iterator[None]:
         records_v2.record_elements = saved
 
 
-def check_batch(batch: Batch, entries: int | None = None) -> object:
+def check_batch(batch: Batch, entries: int | None = None, room: int | None = None) -> object:
     """The pure decode_batch with either record_elements, and the compiled decode_batch: the
     same batch tree, ctx and exception; and the same for both count_batch."""
     buf, start, end, real = batch
 
     def run(decode: Callable[..., Field], elements: Callable[..., list[Field]]) -> tuple[object, ...]:
-        ctx = new_ctx(entries)
+        ctx = new_ctx(entries, room=room)
         with elements_fn(elements):
             out = outcome(partial(decode, buf, start, end, ctx, real))
         return out, ctx_state(ctx)
@@ -157,7 +164,7 @@ def check_batch(batch: Batch, entries: int | None = None) -> object:
     same(run(PURE_DECODE, PURE), run(COMPILED_DECODE, COMPILED))
     counted = []
     for count in (PURE_COUNT, COMPILED_COUNT):
-        ctx = new_ctx(entries)
+        ctx = new_ctx(entries, room=room)
         out = outcome(partial(count, buf, start, end, ctx, real))
         counted.append((out, ctx_state(ctx)))
     same(counted[0], counted[1])
@@ -274,6 +281,17 @@ def test_captured_batches_past_the_limit(entries: int) -> None:
         check_batch(batch, entries)
     for call in calls[:50]:
         check_elements(call, entries)
+
+
+@pytest.mark.parametrize("room", [-2, 0, 1, 3, 40])
+def test_captured_batches_past_the_capture_limit(room: int) -> None:
+    """The capture's cap on entries ends a batch's records as the message's limit does (the
+    compiled function spends the entries it may in C)."""
+    batches, calls = corpus()
+    for batch in batches[:50]:
+        check_batch(batch, 100, room)
+    for call in calls[:50]:
+        check_elements(call, 100, room=room)
 
 
 def test_shared_captures(objects: None) -> None:
