@@ -654,6 +654,29 @@ cdef extern from *:
         return i;
     }
 
+    /* The number of bytes at the start of the n at p that are printable ASCII (0x20-0x7E) and
+       need no escape in a JSON string (neither '"' nor backslash): text written as it is. */
+    static Py_ssize_t kdissect_json_text(const unsigned char *p, Py_ssize_t n) {
+        const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+        Py_ssize_t i = 0;
+        uint64_t w, d, q, s;
+        unsigned char c;
+        for (; n - i >= 8; i += 8) {
+            memcpy(&w, p + i, 8);
+            d = w ^ (ones * 0x7F);
+            q = w ^ (ones * 0x22);
+            s = w ^ (ones * 0x5C);
+            if ((w | ((w - ones * 0x20) & ~w) | ((d - ones) & ~d) | ((q - ones) & ~q) | ((s - ones) & ~s)) & highs)
+                break;
+        }
+        for (; i < n; i++) {
+            c = p[i];
+            if (c < 0x20 || c >= 0x7F || c == 0x22 || c == 0x5C)
+                break;
+        }
+        return i;
+    }
+
     /* Whether the n bytes at p are printable ASCII, tab, CR and LF. */
     static int kdissect_ascii_text(const unsigned char *p, Py_ssize_t n) {
         Py_ssize_t i = 0;
@@ -704,6 +727,7 @@ cdef extern from *:
     }
     """
     Py_ssize_t kdissect_json_plain(const unsigned char* p, Py_ssize_t n) noexcept
+    Py_ssize_t kdissect_json_text(const unsigned char* p, Py_ssize_t n) noexcept
     bint kdissect_ascii_text(const unsigned char* p, Py_ssize_t n) noexcept
     void kdissect_b64_init() noexcept
     char* kdissect_b64(const unsigned char* d, Py_ssize_t n, char* o) noexcept
@@ -858,7 +882,8 @@ cdef class _Writer:
         cdef bint cut = self.mb > 0 and size > self.mb
         cdef Py_ssize_t n = self.mb if cut else size
         cdef const unsigned char* d = <const unsigned char*>PyBytes_AS_STRING(b)
-        if not _ascii_text(d, n):
+        cdef Py_ssize_t plain = kdissect_json_text(d, n)  # the bytes written as they are
+        if plain < n and not _ascii_text(d + plain, n - plain):
             t = _bytes_text(b, self.mb)
             if t is None:
                 return True
@@ -870,7 +895,9 @@ cdef class _Writer:
         self.byte(44)
         self.key(key)
         self.byte(34)
-        self.escaped(d, n)
+        self.put(<const char*>d, plain)
+        if plain < n:
+            self.escaped(d + plain, n - plain)
         if cut:
             self.marker(size)
         self.byte(34)

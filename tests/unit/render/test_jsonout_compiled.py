@@ -464,6 +464,22 @@ def test_one_odd_byte_anywhere_in_ascii_text(c: int) -> None:
 
 
 @needs_twin
+@pytest.mark.parametrize("c", [0x00, 0x09, 0x0A, 0x0D, 0x1F, 0x20, 0x22, 0x5C, 0x7E, 0x7F, 0x80, 0xC3, 0xFF])
+def test_one_odd_byte_anywhere_in_written_bytes(c: int) -> None:
+    # The writer writes a byte string's text as it is up to the first byte that is not
+    # printable ASCII or needs an escape, found 8 bytes at a time: every length and position
+    # around a word, whole and cut.
+    m = Message(Pdu(b"\x00" * 7, [3], 1.5, 1.5, True), 2, "10.0.0.1:1", "10.0.0.2:9092", "kafka")
+    for n in range(0, 26):
+        for pos in range(max(n, 1)):
+            b = bytes(0x41 + (i % 26) for i in range(n))
+            b = b[:pos] + bytes([c]) + b[pos + 1:]
+            m.fields = [Field("v", b), Field("k", b, hint=BYTES)]
+            for mb in (0, 9, 256):
+                assert_same("message_json", m, mb)
+
+
+@needs_twin
 @pytest.mark.parametrize("mb", [True, False, 8.0, -(2**70), 2**70, 2**63 - 1, -1])
 def test_odd_max_bytes_behave_as_in_python(mb: Any) -> None:
     raw = Field("r", b"\x00\x01" * 10, hint=RAW)
