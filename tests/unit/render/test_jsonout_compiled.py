@@ -466,9 +466,9 @@ def test_one_odd_byte_anywhere_in_ascii_text(c: int) -> None:
 @needs_twin
 @pytest.mark.parametrize("c", [0x00, 0x09, 0x0A, 0x0D, 0x1F, 0x20, 0x22, 0x5C, 0x7E, 0x7F, 0x80, 0xC3, 0xFF])
 def test_one_odd_byte_anywhere_in_written_bytes(c: int) -> None:
-    # The writer writes a byte string's text as it is up to the first byte that is not
-    # printable ASCII or needs an escape, found 8 bytes at a time: every length and position
-    # around a word, whole and cut.
+    # The writer writes a byte string's base64 six bytes at a time and its text as it is up to
+    # the first byte that is not printable ASCII or needs an escape, 8 bytes at a time: every
+    # length and position around a word, whole and cut.
     m = Message(Pdu(b"\x00" * 7, [3], 1.5, 1.5, True), 2, "10.0.0.1:1", "10.0.0.2:9092", "kafka")
     for n in range(0, 26):
         for pos in range(max(n, 1)):
