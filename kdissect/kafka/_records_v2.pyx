@@ -169,10 +169,11 @@ cdef int _spend(object ctx, Py_ssize_t n) except -1:
 
 
 cdef object _headers(const unsigned char* data, Py_ssize_t p, Py_ssize_t end, bint real,
-                     object ctx, Py_ssize_t* next, int64_t* count):
-    """The headers field at p (as _headers in records_v2), or None when they do not decode or
-    pass the elements the message may still decode (the pure path says so); count[0] is how
-    many there are, which the caller spends from the budget once the record decoded."""
+                     object ctx, object offset, Py_ssize_t* next, int64_t* count):
+    """The headers field at p (as _headers in records_v2; `offset`: its offset, p or -1), or
+    None when they do not decode or pass the elements the message may still decode (the pure
+    path says so); count[0] is how many there are, which the caller spends from the budget
+    once the record decoded."""
     cdef Py_ssize_t start = p, hstart, kat, vat
     cdef int64_t n, j, kn, vn
     cdef list items = []
@@ -194,7 +195,7 @@ cdef object _headers(const unsigned char* data, Py_ssize_t p, Py_ssize_t end, bi
         items.append(new_row("header", HEADER_COLUMNS, (key, value), (kat, kn, vat, vn) if real else None,
                              hstart if real else -1, p - hstart, None))
     next[0] = p
-    return new_field("headers", None, start if real else -1, p - start, items, ARRAY, None, None)
+    return new_field("headers", None, offset, p - start, items, ARRAY, None, None)
 
 
 cdef object _elements_left(object ctx):
@@ -278,7 +279,7 @@ cdef object _record(const unsigned char* data, Py_ssize_t start, Py_ssize_t limi
     if value is _UNREAD:
         return None
     hat = p
-    headers = _headers(data, p, end, real, ctx, &p, &hn)
+    headers = _headers(data, p, end, real, ctx, hat if real else -1, &p, &hn)
     if headers is None or p != end:
         return None
     if hn:
@@ -288,16 +289,21 @@ cdef object _record(const unsigned char* data, Py_ssize_t start, Py_ssize_t limi
     ts = max_timestamp if b.log_append else _add(base_timestamp, b.small_timestamp, b.base_timestamp, ts_delta)
     offset = _add(base_offset, b.small_offset, b.base_offset, off_delta)
     values = (length, data[at], ts_delta, off_delta, offset, ts, key, value, headers)
-    spans = (start, at - start, at, 1, at + 1, p2 - at - 1, p2, p3 - p2, p2, p3 - p2, at + 1, p2 - at - 1,
-             kat, kn, vat, vn, hat, end - hat) if real else None
+    # The offsets a span list repeats, and the record's own, made into ints once.
+    where = start if real else -1
+    spans = None
+    if real:
+        o_at1, o_p2 = at + 1, p2
+        spans = (where, at - start, at, 1, o_at1, p2 - at - 1, o_p2, p3 - p2, o_p2, p3 - p2, o_at1, p2 - at - 1,
+                 kat, kn, vat, vn, hat, end - hat)
     label = _offset_label(offset)
     next[0] = end
     nbytes[0] = kn + vn
     if b.control:
         values += (_control(key, value, kat, kn, vat, vn, real),)
         return new_row("record", CONTROL_COLUMNS, values, None if spans is None else spans + (-1, 0),
-                       start if real else -1, end - start, label)
-    return new_row("record", RECORD_COLUMNS, values, spans, start if real else -1, end - start, label)
+                       where, end - start, label)
+    return new_row("record", RECORD_COLUMNS, values, spans, where, end - start, label)
 
 
 def record_elements(buf, pos, end, count, declared, attributes, base_offset, base_timestamp,
