@@ -21,10 +21,10 @@ from kdissect.kafka.headers import (
     response_header_version,
 )
 from kdissect.kafka.infer import infer_response
-from kdissect.kafka.sasl import decode_sasl_auth_bytes
+from kdissect.kafka.sasl import MAX_MECHANISM, decode_sasl_auth_bytes
 from kdissect.kafka.summary import short
 from kdissect.model import Field, Group, Message, Severity
-from kdissect.text import plural
+from kdissect.text import cut, plural
 from kdissect.wire.reader import WireReader
 
 PRODUCE = 0
@@ -48,12 +48,14 @@ def _produce_acks(r: WireReader, version: int, flexible: bool) -> int | None:
 
 
 def _sasl_mechanism(data: bytes, pos: int, flexible: bool) -> str | None:
-    """SaslHandshake's mechanism, read ahead of the body for the SaslAuthenticate decoder."""
+    """SaslHandshake's mechanism, read ahead of the body for the SaslAuthenticate decoder, cut
+    after MAX_MECHANISM characters: every token of the exchange carries it."""
     try:
         r = WireReader(data, pos)
-        return r.compact_string() if flexible else r.string16()
+        name = r.compact_string() if flexible else r.string16()
     except DecodeError:
         return None
+    return None if name is None else cut(name, MAX_MECHANISM)
 
 
 def _request_fit(request: bytes, trailing: float) -> float:

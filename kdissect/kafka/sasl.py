@@ -22,6 +22,9 @@ MAX_DIGITS = 19  # an iteration count longer than an int64's digits stays text (
 # Attributes decoded from one SCRAM message or OAUTHBEARER key/value list (a handful in practice);
 # past it the rest stays in the last one, unsplit, so a token of a million commas costs one field.
 MAX_ATTRIBUTES = 100
+# A mechanism's name has 1 to 20 characters (RFC 4422 section 3.1); SaslHandshake's string
+# allows 32,767, and the conversation remembers the name for every token that follows.
+MAX_MECHANISM = 20
 
 
 def decode_sasl_auth_bytes(mechanism: str | None, data: bytes, offset: int, is_request: bool,

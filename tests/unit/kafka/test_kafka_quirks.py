@@ -92,6 +92,20 @@ def test_sasl_handshake_v0_then_raw_tokens() -> None:
     assert after.info["op"] == "Metadata"
 
 
+def test_raw_sasl_tokens_carry_the_mechanism_cut() -> None:
+    # A SaslHandshake naming a mechanism of 32,000 characters, then tokens: each token carried
+    # the whole name twice (facts and field), and 134 KB of tokens made 1.3 GB of JSON.
+    state = DISSECTOR.new_state()
+    name = b"M" * 32000
+    hs = run(request(17, 0, 1, struct.pack(">h", len(name)) + name), True, state)
+    assert name.decode() in values(hs.fields)  # the request itself keeps it whole
+    run(frame(struct.pack(">ihi", 1, 0, 1) + b"\x00\x05PLAIN"), False, state)
+    token = run(frame(b"x"), True, state)
+    assert token.info["sasl_mechanism"] == "M" * 19 + "\u2026"
+    assert "M" * 19 + "\u2026" in values(token.fields)
+    assert len(repr(values(token.fields))) < 200
+
+
 def test_raw_sasl_tokens_shorter_than_a_kafka_message_are_framed() -> None:
     # OAUTHBEARER's client_error_ack is the one byte 0x01: below the framer's 4-byte minimum, it
     # made the framer resynchronise and lose the tokens after it.
