@@ -49,11 +49,12 @@ class Output:
         self.added = 0  # messages added since the last release (the end of the queue)
         # Counting (_count): the messages added at each of the last releases (COUNT_AFTER - 1 of
         # them) and their sum; how many at the front of the queue are counted; the requests that
-        # left it unanswered, with the release that numbered them.
+        # left it unanswered, with the release that numbered them (weakly: one that no pending
+        # table keeps needs no counting, and a segment may carry thousands that wait for nothing).
         self.recent: deque[int] = deque()
         self.recent_total = 0
         self.counted = 0
-        self.left: deque[tuple[int, Message]] = deque()
+        self.left: deque[tuple[int, weakref.ref[Message]]] = deque()
         self.releases = 0
         self.closed_streams: set[int] = set()  # closed conversations with messages queued
         self.now = 0.0  # capture time of the last TCP segment
@@ -114,8 +115,8 @@ class Output:
             self.counted = old
         left = self.left
         while left and self.releases - left[0][0] >= COUNT_AFTER:
-            m = left.popleft()[1]
-            if _waits(m):
+            m = left.popleft()[1]()
+            if m is not None and _waits(m):
                 self.held.add(m)
 
     def _expired(self, m: Message) -> bool:
@@ -131,7 +132,7 @@ class Output:
         if not _waits(m):
             self.held.discard(m)
         else:  # a request still unanswered may wait in its pending table
-            self.left.append((self.releases, m))
+            self.left.append((self.releases, weakref.ref(m)))
         return m
 
 

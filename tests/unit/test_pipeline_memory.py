@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import struct
+import weakref
 import zlib
 
 import pytest
@@ -173,6 +174,26 @@ def test_messages_nothing_keeps_are_forgotten() -> None:
         pipe.feed(RawFrame(i + 1, ts, 1, frame, len(frame)))  # the output is not kept
     pipe.finish()
     assert pipe.held.total == 0
+
+
+@pytest.mark.count_after
+def test_requests_waiting_for_nothing_are_not_kept_after_they_leave() -> None:
+    # Raw SASL tokens are requests no pending table keeps: the output kept each of them for
+    # COUNT_AFTER releases after it left, and 1 MB of one-byte tokens in 60 KB segments held
+    # about 200,000 decoded messages at once (338 MB).
+    c = TcpConn()
+    pkts = [(100.0, p) for p in c.handshake()]
+    pkts.append((100.1, c.segment(True, kafka_request(17, 0, 1, "c", struct.pack(">h", 5) + b"PLAIN"))))
+    pkts.append((100.2, c.segment(False, kafka_response(1, struct.pack(">hih", 0, 1, 5) + b"PLAIN"))))
+    pkts.append((100.3, c.segment(True, (struct.pack(">i", 1) + b"x") * 500)))
+    pipe = Pipeline()
+    for i, (ts, p) in enumerate(pkts):
+        frame = ethernet(p)
+        left = pipe.feed(RawFrame(i + 1, ts, 1, frame, len(frame)))  # the output is not kept
+    assert len(left) == 500 and left[0].summary == "SASL token request (1 byte)"
+    refs = [weakref.ref(m) for m in left]
+    del left
+    assert sum(r() is not None for r in refs) == 0
 
 
 def test_closed_conversations_are_freed_without_the_cycle_collector() -> None:
