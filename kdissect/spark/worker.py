@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdissect import accel
 from kdissect.dissect.base import Options
 from kdissect.model import Message
 from kdissect.protocols import DissectorRegistry
@@ -135,24 +136,8 @@ def batches(rows: Iterable[Values], cols: Columns) -> Iterator[Any]:
 
 
 def _batches(rows: Iterable[Values], cols: Columns) -> Iterator[Any]:
-    import pyarrow as pa
-
     schema = arrow_schema(cols)
-    types = [f.type for f in schema]
     weigh = _weigher([name for name, _ in cols])
-
-    def column(values: tuple[Any, ...], t: Any) -> Any:
-        # A column of nulls (the struct of a protocol the batch does not hold) is made as such.
-        if values[0] is None and values.count(None) == len(values):
-            return pa.nulls(len(values), t)
-        return pa.array(values, type=t)
-
-    def batch(chunk: list[Values]) -> Any:
-        # Column by column (the rows transposed): pyarrow converts each column's values, a
-        # struct's from its tuple, in one call.
-        arrays = [column(values, t) for values, t in zip(zip(*chunk, strict=True), types, strict=True)]
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
     chunk: list[Values] = []
     held = records = 0
     for row in rows:
@@ -162,10 +147,26 @@ def _batches(rows: Iterable[Values], cols: Columns) -> Iterator[Any]:
             held += b
             records += r
         if len(chunk) >= BATCH_ROWS or held >= BATCH_BYTES or records >= BATCH_RECORDS:
-            yield batch(chunk)
+            yield batch(chunk, schema)
             chunk, held, records = [], 0, 0
     if chunk:
-        yield batch(chunk)
+        yield batch(chunk, schema)
+
+
+def batch(chunk: list[Values], schema: Any) -> Any:
+    """Rows (tuples of values in the order of schema's fields) as one Arrow record batch, built
+    column by column (the rows transposed): pyarrow converts each column's values, a struct's
+    from its tuple, in one call; a column of nulls (the struct of a protocol the batch does not
+    hold) is made as such."""
+    import pyarrow as pa
+
+    arrays = []
+    for values, f in zip(zip(*chunk, strict=True), schema, strict=True):
+        if values[0] is None and values.count(None) == len(values):
+            arrays.append(pa.nulls(len(values), f.type))
+        else:
+            arrays.append(pa.array(values, type=f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 Weigher = Callable[[Values], tuple[int, int]]
@@ -207,3 +208,6 @@ def combined(pieces: Iterable[tuple[Piece, bytes | None]], cfg: Config) -> Itera
     """The job's task: combined rows (messages + records + transaction) of some pieces."""
     msgs = (m for piece, content in pieces for m in messages(piece, cfg, content))
     yield from batches((combined_values(m, cfg.max_bytes) for m in msgs), combined_columns())
+
+
+accel.bind(globals(), "kdissect.spark._batch", ("batch",))
