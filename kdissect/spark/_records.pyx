@@ -31,6 +31,7 @@ cdef tuple INFO_PRODUCER = R.INFO_PRODUCER
 # The names looked up in the structs around a record array (_around).
 cdef frozenset AROUND_NAMES = frozenset(PRODUCER_ID + PRODUCER_EPOCH + BASE_SEQUENCE + CODEC_NAME + CODEC_BITS
                                         + LEDGER_ID + ENTRY_ID)
+cdef frozenset VALUE_SET = frozenset(VALUE_NAMES)  # what the record of a message without record arrays is found by
 cdef frozenset CONTEXT_NAMES = frozenset(R.TOPIC_NAMES + R.TOPIC_ID_NAMES + R.PARTITION_NAMES)
 cdef int SEARCH_DEPTH = R.SEARCH_DEPTH
 cdef object MAX_TIMESTAMP_MS = R.MAX_TIMESTAMP_MS
@@ -555,7 +556,7 @@ def record_values(m, max_bytes=256):
     found = []
     _walk(root, (), where, found)
     if not found and where.topic is not None:
-        v = _nearest(_levels(root), VALUE_NAMES)
+        v = _nearest(_levels(root, VALUE_SET), VALUE_NAMES)
         if v is not None and _is(_hint(v), _BYTES):
             found.append((root, where))
     return [_record(i, f, w, max_bytes) for i, (f, w) in enumerate(found)]
