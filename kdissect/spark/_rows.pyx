@@ -9,6 +9,8 @@ values.json_map's fast path for strings, integers, booleans and nulls, and json_
 """
 
 from cpython.long cimport PyLong_FromDouble
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_1BYTE_DATA
 from libc.math cimport rint
 from libc.string cimport memcpy
@@ -86,9 +88,16 @@ cdef bint _all_str(list items):
 def projected(c, fields, info):
     """A protocol struct's values: per column, the first path holding a value of the column's
     type."""
+    return _project(c, fields, info)
+
+
+cdef tuple _project(object c, object fields, object info):
     if type(c) is not tuple or type(fields) is not dict or type(info) is not dict:
         return _pure_projected(c, fields, info)
-    return _projected(<tuple>c, <dict>fields, <dict>info)
+    plan = _plan(<tuple>c)
+    if plan is None:
+        return _projected(<tuple>c, <dict>fields, <dict>info)
+    return _planned(<tuple>plan, <dict>fields, <dict>info)
 
 
 cdef tuple _projected(tuple c, dict fields, dict info):
@@ -105,6 +114,125 @@ cdef tuple _projected(tuple c, dict fields, dict info):
                     out[i] = value
                     break
     return tuple(out)
+
+
+cdef class _Path:
+    """A path of a compiled projection, read as _projected reads it: info's key, or the parts
+    into the fields (star: one of them is "*", for _walk)."""
+    cdef bint in_info, star
+    cdef object key
+    cdef tuple parts
+
+
+cdef class _Column:
+    """A column of a compiled projection: its paths, and how _convert treats its type."""
+    cdef int kind
+    cdef bint string_array
+    cdef object conv
+    cdef tuple paths
+
+
+cdef dict _PLANS = {}  # id of a compiled projection -> (it, its plan or None)
+
+
+cdef object _plan(tuple c):
+    """The columns of a compiled projection as _Column objects, their types' kinds found once;
+    None when it is not made of (name, paths, converter, type) with paths of (bool, parts), each
+    part a str."""
+    held = _PLANS.get(id(c))
+    if held is not None and (<tuple>held)[0] is c:
+        return (<tuple>held)[1]
+    plan = _make_plan(c)
+    if len(_PLANS) >= 64:
+        _PLANS.clear()
+    _PLANS[id(c)] = (c, plan)
+    return plan
+
+
+cdef object _make_plan(tuple c):
+    cdef list cols = []
+    cdef _Column col
+    cdef _Path path
+    for spec in c:
+        if type(spec) is not tuple or len(<tuple>spec) != 4 or type((<tuple>spec)[1]) is not tuple:
+            return None
+        col = _Column.__new__(_Column)
+        t = (<tuple>spec)[3]
+        col.kind = KINDS.get(t, OTHER) if type(t) is str else OTHER
+        col.string_array = col.kind == OTHER and t == STRING_ARRAY
+        col.conv = (<tuple>spec)[2]
+        paths = []
+        for p in <tuple>(<tuple>spec)[1]:
+            if type(p) is not tuple or len(<tuple>p) != 2 or type((<tuple>p)[0]) is not bool:
+                return None
+            parts = (<tuple>p)[1]
+            if type(parts) is not tuple or not parts:
+                return None
+            for part in <tuple>parts:
+                if type(part) is not str:
+                    return None
+            path = _Path.__new__(_Path)
+            path.in_info = (<tuple>p)[0]
+            path.key = (<tuple>parts)[0]
+            path.parts = <tuple>parts
+            path.star = "*" in <tuple>parts
+            paths.append(path)
+        col.paths = tuple(paths)
+        cols.append(col)
+    return tuple(cols)
+
+
+cdef tuple _planned(tuple plan, dict fields, dict info):
+    """_projected by a plan: the same reads, without the kinds and the "*" parts looked at
+    again."""
+    cdef Py_ssize_t i, n = len(plan)
+    cdef _Column col
+    cdef _Path path
+    out = PyTuple_New(n)
+    for i in range(n):
+        col = <_Column>PyTuple_GET_ITEM(plan, i)
+        value = None
+        for p in col.paths:
+            path = <_Path>p
+            if path.in_info:
+                v = info.get(path.key)
+            elif path.star:
+                v = _walk(fields, path.parts)
+            else:
+                v = _get(fields, path.parts)
+            if v is not None:
+                value = _converted(col, v)
+                if value is not None:
+                    break
+        Py_INCREF(value)
+        PyTuple_SET_ITEM(out, i, value)
+    return out
+
+
+cdef object _get(object node, tuple parts):
+    """_walk of parts without a "*"."""
+    cdef Py_ssize_t i
+    for i in range(len(parts)):
+        if type(node) is not dict:
+            return walk(node, parts[i:]) if isinstance(node, dict) else None
+        node = (<dict>node).get(<object>PyTuple_GET_ITEM(parts, i))
+    return node
+
+
+cdef object _converted(_Column col, object v):
+    """_convert(col's converter, col's type, v)."""
+    cdef object tv = type(v)
+    if col.kind == STRING:
+        if tv is str:
+            return v
+    elif tv is int:
+        if col.kind == INT32:
+            return int32(v)
+        if col.kind == INT64:
+            return int64(v)
+    elif tv is list and col.string_array and _all_str(<list>v):
+        return list(<list>v)
+    return col.conv(v)
 
 
 cdef extern from "Python.h":
@@ -259,7 +387,7 @@ cdef list _message_values(m, max_bytes, d):
                 c = _compiled(name, proto.columns)
             if unread:
                 fields = _read_fields(tree, c, max_bytes)
-            row.append(projected(c, fields, info))
+            row.append(_project(c, fields, info))
         else:
             row.append(None)
     row.append(date_of(ts))

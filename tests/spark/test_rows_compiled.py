@@ -27,7 +27,7 @@ from kdissect.render.jsonout import message_dict
 from kdissect.spark import rows
 from kdissect.spark.schema import combined_columns, message_columns
 from kdissect.spark.sqltypes import arrow_schema
-from kdissect.spark.values import END_TIME_S, FIRST_TIME_S
+from kdissect.spark.values import END_TIME_S, FIRST_TIME_S, converter
 
 _twin = pytest.importorskip("kdissect.spark._rows", reason="the compiled module kdissect.spark._rows is not built")
 _fields_json = pytest.importorskip("kdissect.render._jsonout").fields_json
@@ -135,6 +135,31 @@ TREES = st.dictionaries(st.sampled_from(KEYS), st.one_of(SCALARS, VALUES), max_s
 @given(st.sampled_from(range(len(projections()))), TREES, TREES)
 def test_random_fields_and_info_project_the_same(which: int, fields: dict[str, Any], info: dict[str, Any]) -> None:
     same("projected", projections()[which], fields, info)
+
+
+TYPES = st.sampled_from(["string", "int", "bigint", "double", "boolean", ("array", "string"), ("array", "int")])
+PARTS = st.lists(st.sampled_from(KEYS), min_size=1, max_size=3).map(tuple)
+# Paths as compile_projection makes them, and odd ones (a flag that is not a bool, no parts, a
+# part that is not a str), which the compiled projection reads without its plan.
+PATHS = st.one_of(st.tuples(st.booleans(), PARTS), st.tuples(st.sampled_from([0, 1]), PARTS),
+                  st.tuples(st.just(False), st.sampled_from([(), ("header", 3)])))
+
+
+@st.composite
+def compiled_projections(draw: Any) -> rows.Compiled:
+    cols = []
+    for name, t in draw(st.lists(st.tuples(st.text(max_size=3), TYPES), min_size=1, max_size=5)):
+        cols.append((name, tuple(draw(st.lists(PATHS, max_size=3))), converter(t), t))
+    return tuple(cols)
+
+
+@SETTINGS
+@given(compiled_projections(), TREES, TREES)
+def test_random_projections_read_the_same(c: rows.Compiled, fields: dict[str, Any], info: dict[str, Any]) -> None:
+    """Projections of every column type with paths into info and the fields ("*" parts too),
+    read by the compiled plan (or without it, for odd paths) as by the pure function."""
+    same("projected", c, fields, info)
+    same("projected", c, fields, info)  # (the plan kept for c)
 
 
 @SETTINGS
