@@ -15,6 +15,7 @@ from cpython.unicode cimport PyUnicode_1BYTE_DATA
 from libc.math cimport rint
 from libc.string cimport memcpy
 
+from kdissect.model cimport Message
 from kdissect.render._time cimport round9
 from kdissect.spark._coerce cimport int32, int64, round3, text
 
@@ -319,25 +320,31 @@ def combined_values(m, max_bytes=256):
 
 cdef list _message_values(m, max_bytes, d):
     cdef bint unread
+    cdef Message msg
     if d is None:
-        frame = m.frame
-        frames = m.frames
-        ts = round9(m.ts)
-        stream = m.stream
-        src = m.src
-        dst = m.dst
-        protocol = m.protocol
-        kind = m.kind
-        summary = m.summary
-        length = len(m.data)
-        info = {k: v for k, v in m.info.items() if v is not None}
-        tree = m.fields
+        if type(m) is not Message:  # (a subclass may redefine any attribute)
+            return list(_pure_message_values(m, max_bytes, d))
+        msg = <Message>m  # its attributes read from their slots
+        capture = msg.capture
+        mine = msg.protocol
+        frame = msg.frame
+        frames = msg.frames
+        ts = round9(msg.ts)
+        stream = msg.stream
+        src = msg.src
+        dst = msg.dst
+        protocol = mine
+        kind = msg.kind
+        summary = msg.summary
+        length = len(msg.data)
+        info = {k: v for k, v in msg.info.items() if v is not None}
+        tree = msg.fields
         fields_text = (<bytes?>fields_json(tree, max_bytes)).decode("utf-8")
         fields = None  # made for the projection, of the fields it reads (unread: True)
         unread = True
-        diagnostics = [x.to_json() for x in m.diagnostics]
-        match = _match(m.match)
-        tls = m.tls
+        diagnostics = [x.to_json() for x in msg.diagnostics]
+        match = _match(msg.match)
+        tls = msg.tls
         tls = tls.to_json() if tls is not None else None
     else:
         info, fields = d["info"], d["fields"]
@@ -350,8 +357,10 @@ cdef list _message_values(m, max_bytes, d):
         protocol, kind, summary, length = d["protocol"], d["kind"], d["summary"], d["length"]
         diagnostics, match, tls = d["diagnostics"], d["match"], d.get("tls")
     us = _micros(ts)
+    if d is not None:  # (m read in the pure function's order)
+        capture = m.capture
     cdef list row = [
-        m.capture,
+        capture,
         frame,
         frames,
         ts,
@@ -378,7 +387,8 @@ cdef list _message_values(m, max_bytes, d):
         match,
         tls,
     ]
-    mine = m.protocol
+    if d is not None:
+        mine = m.protocol
     for proto in protocols.dissectors():
         name = proto.name
         if name == mine:
@@ -498,10 +508,15 @@ cdef object date_of(object ts):
 
 def transaction_values(m):
     """The `transactions` row m stands for (rows.transaction_values)."""
-    kind = m.kind
+    cdef Message msg
+    if type(m) is not Message:
+        kind, peer, match = m.kind, m.peer, m.match
+    else:
+        msg = <Message>m
+        kind, peer, match = msg.kind, msg.peer, msg.match
     if kind == "response":
-        return _transaction(m.peer, m)
-    if kind == "request" and m.match is None:
+        return _transaction(peer, m)
+    if kind == "request" and match is None:
         return _transaction(m, None)
     return None
 
@@ -512,14 +527,20 @@ cdef object _fact(dict qinfo, dict rinfo, str name):
 
 
 cdef tuple _transaction(object req, object resp):
-    first = req if req is not None else resp
-    rinfo = resp.info if resp is not None else {}
-    qinfo = req.info if req is not None else {}
+    """_transaction of messages that are each exactly a Message or None (their attributes read
+    from their slots); anything else, or info that is no dict, through the pure function."""
+    if (req is not None and type(req) is not Message) or (resp is not None and type(resp) is not Message) \
+            or (req is None and resp is None):
+        return _pure_transaction(req, resp)
+    cdef Message q_msg = <Message>req, r_msg = <Message>resp
+    cdef Message first = q_msg if req is not None else r_msg
+    rinfo = r_msg.info if resp is not None else {}
+    qinfo = q_msg.info if req is not None else {}
     if type(rinfo) is not dict or type(qinfo) is not dict:
         return _pure_transaction(req, resp)
-    match = resp.match if resp is not None and req is not None else None
+    match = r_msg.match if resp is not None and req is not None else None
     rtt = match.rtt if match is not None else None
-    cdef tuple q = _side(req), r = _side(resp)
+    cdef tuple q = _side(q_msg), r = _side(r_msg)
     ts = first.ts
     return (
         first.capture,
@@ -531,9 +552,9 @@ cdef tuple _transaction(object req, object resp):
         int32(_fact(qinfo, rinfo, "version")),
         text(_fact(qinfo, rinfo, "corr")),
         text(_fact(qinfo, rinfo, "topic")),
-        req.src if req is not None else first.dst,
-        req.dst if req is not None else first.src,
-        req.expects_response if req is not None else None,
+        q_msg.src if req is not None else first.dst,
+        q_msg.dst if req is not None else first.src,
+        q_msg.expects_response if req is not None else None,
         q[0], r[0], q[1], r[1], q[2], r[2],
         _micros(ts),
         None if rtt is None else round3(rtt * 1000.0),
@@ -547,7 +568,7 @@ cdef tuple _transaction(object req, object resp):
 cdef tuple NO_SIDE = R.NO_SIDE
 
 
-cdef tuple _side(object m):
+cdef tuple _side(Message m):
     if m is None:
         return NO_SIDE
     t = m.ts

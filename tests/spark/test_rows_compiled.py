@@ -120,6 +120,37 @@ def projections() -> list[rows.Compiled]:
     return [rows.compile_projection(d.columns) for d in protocols.dissectors()]
 
 
+
+class Relabelled(Message):
+    """A Message whose subclass redefines attributes: the compiled rows read an exact Message's
+    slots, and anything else as the pure functions do."""
+
+    @property
+    def summary(self) -> str:  # type: ignore[override]
+        return "relabelled"
+
+    @property
+    def src(self) -> str:  # type: ignore[override]
+        return "elsewhere:1"
+
+
+def test_a_message_subclass_gives_the_rows_of_its_own_attributes() -> None:
+    for m in captured()[:40]:
+        other = Relabelled(Pdu(m.data, list(m.frames), m.ts, m.ts_end, m.to_server), m.stream, m.src, m.dst,
+                           m.protocol)
+        for name in ("info", "fields", "kind", "match", "peer", "diagnostics", "frame", "capture", "tls"):
+            setattr(other, name, getattr(m, name))
+        row = same("message_values", other)
+        assert row[0] == "ok" and ("str", "relabelled") in row[1][1] and ("str", "elsewhere:1") in row[1][1]
+        same("transaction_values", other)
+        same("combined_values", other)
+        if m.peer is not None:
+            m2 = Relabelled(Pdu(m.peer.data, list(m.peer.frames), m.peer.ts, m.peer.ts_end, m.peer.to_server),
+                            m.peer.stream, m.peer.src, m.peer.dst, m.peer.protocol)
+            m2.kind, m2.info, m2.match = m.peer.kind, m.peer.info, m.peer.match
+            other.peer = m2
+            same("transaction_values", other)
+
 # What the projections' paths read, and values of every type an export may hold there.
 KEYS = sorted({part for c in projections() for _, paths, _, _ in c for _, parts in paths for part in parts}
               | {"*", "x"})
