@@ -283,9 +283,12 @@ cdef bint _plain(str s):
     return True
 
 
-cdef list _json_map(dict d):
+cdef list _json_map(dict d, bint skip_none):
+    """json_map(d) (skip_none: of d without its None values)."""
     cdef list out = []
     for k, v in d.items():
+        if v is None and skip_none:
+            continue
         tv = type(v)
         if tv is str:
             s = _quote(<str>v)
@@ -319,7 +322,7 @@ def combined_values(m, max_bytes=256):
 
 
 cdef list _message_values(m, max_bytes, d):
-    cdef bint unread
+    cdef bint unread, skip_none = False
     cdef Message msg
     if d is None:
         if type(m) is not Message:  # (a subclass may redefine any attribute)
@@ -337,7 +340,11 @@ cdef list _message_values(m, max_bytes, d):
         kind = msg.kind
         summary = msg.summary
         length = len(msg.data)
-        info = {k: v for k, v in msg.info.items() if v is not None}
+        info = msg.info
+        if type(info) is dict:  # (read as message_dict's copy without its None values would be)
+            skip_none = True
+        else:
+            info = {k: v for k, v in info.items() if v is not None}
         tree = msg.fields
         fields_text = (<bytes?>fields_json(tree, max_bytes)).decode("utf-8")
         fields = None  # made for the projection, of the fields it reads (unread: True)
@@ -381,7 +388,7 @@ cdef list _message_values(m, max_bytes, d):
         int32((<dict>info).get("error_code")),
         text((<dict>info).get("error")),
         text((<dict>info).get("topic")),
-        _json_map(<dict>info),
+        _json_map(<dict>info, skip_none),
         fields_text,
         diagnostics,
         match,
