@@ -1,6 +1,7 @@
-"""Compiled twin of `batch` in kdissect/spark/worker.py (see kdissect/accel.py): the same Arrow
-record batch, its arrays' buffers (validity bits, offsets, values) written by C code from the
-rows' values, a column at a time, instead of by pyarrow's conversion of each Python value.
+"""Compiled twins of `batch` and `_batches` in kdissect/spark/worker.py (see kdissect/accel.py):
+the same Arrow record batches, their arrays' buffers (validity bits, offsets, values) written by
+C code from the rows' values, a column at a time, instead of by pyarrow's conversion of each
+Python value; a combined row's records weighed in C.
 
 A column whose values are all of the kinds read here (for its type: str, bytes, int, float,
 bool, date, a list, a tuple or dict for a struct, a list of pairs for a map, or None) is built
@@ -29,6 +30,8 @@ import kdissect.spark.worker as W
 import_datetime()
 
 cdef object _pure_batch = W.batch
+cdef object arrow_schema = W.arrow_schema, _weigher = W._weigher
+cdef Py_ssize_t KEY_AT = W.KEY_AT, VALUE_AT = W.VALUE_AT
 cdef object _date = datetime.date
 cdef object pa = None  # pyarrow, imported by the first batch (the driver never needs it)
 cdef object EMPTY = object()  # a child slot of a null struct: an empty value, not a null
@@ -99,6 +102,55 @@ cdef list _specs(object schema):
         _SPECS.clear()
     _SPECS[id(schema)] = (schema, specs)
     return specs
+
+
+def _batches(rows, cols):
+    """worker._batches: the rows as batches of the table's schema, within its bounds."""
+    schema = arrow_schema(cols)
+    names = [name for name, _ in cols]
+    weigh = _weigher(names)
+    cdef Py_ssize_t at = names.index("_records") if "_records" in names else -1
+    cdef long long b, r, held = 0, records = 0
+    cdef Py_ssize_t rows_max = W.BATCH_ROWS
+    cdef long long bytes_max = W.BATCH_BYTES, records_max = W.BATCH_RECORDS
+    cdef list chunk = []
+    for row in rows:
+        chunk.append(row)
+        if weigh is not None:
+            if at < 0 or not _weighed(row, at, &b, &r):
+                b, r = weigh(row)
+            held += b
+            records += r
+        if len(chunk) >= rows_max or held >= bytes_max or records >= records_max:
+            yield batch(chunk, schema)
+            chunk, held, records = [], 0, 0
+    if chunk:
+        yield batch(chunk, schema)
+
+
+cdef bint _weighed(object row, Py_ssize_t at, long long* held, long long* count) except -1:
+    """The weigher's (key and value bytes, records) of a combined row whose records are a list
+    of tuples with bytes or None as key and value; False for any other row (the weigher's)."""
+    cdef long long total = 0
+    if type(row) is not tuple or at >= PyTuple_GET_SIZE(row):
+        return False
+    recs = <object>PyTuple_GET_ITEM(row, at)
+    if type(recs) is not list:
+        return False
+    for rec in <list>recs:
+        if type(rec) is not tuple or PyTuple_GET_SIZE(rec) <= KEY_AT or PyTuple_GET_SIZE(rec) <= VALUE_AT:
+            return False
+        value = <object>PyTuple_GET_ITEM(rec, VALUE_AT)
+        key = <object>PyTuple_GET_ITEM(rec, KEY_AT)
+        if (value is not None and type(value) is not bytes) or (key is not None and type(key) is not bytes):
+            return False
+        if value is not None:
+            total += PyBytes_GET_SIZE(value)
+        if key is not None:
+            total += PyBytes_GET_SIZE(key)
+    held[0] = total
+    count[0] = PyList_GET_SIZE(recs)
+    return True
 
 
 def batch(chunk, schema):

@@ -210,4 +210,4 @@ def combined(pieces: Iterable[tuple[Piece, bytes | None]], cfg: Config) -> Itera
     yield from batches((combined_values(m, cfg.max_bytes) for m in msgs), combined_columns())
 
 
-accel.bind(globals(), "kdissect.spark._batch", ("batch",))
+accel.bind(globals(), "kdissect.spark._batch", ("batch", "_batches"))

@@ -188,3 +188,43 @@ def test_captured_rows_give_pyarrows_batches() -> None:
         assert got.equals(PURE(chunk, schema)), path
         checked += 1
     assert checked > 20
+
+
+PURE_BATCHES = accel.pure("kdissect.spark.worker", "_batches")
+RECORD = st.tuples(*(st.none() for _ in range(6)), st.one_of(st.none(), st.binary(max_size=40), st.text(max_size=3)),
+                   st.none(), st.one_of(st.none(), st.binary(max_size=40), st.just(bytearray(b"ab"))))
+RECORD_COLS = (("n", "int"), ("_records", array(struct((*((f"c{i}", "int") for i in range(6)), ("key", "binary"),
+                                                        ("x", "int"), ("value", "binary"))))))
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.integers(0, 9), st.one_of(st.lists(RECORD, max_size=4), st.just([(1,)]))),
+                min_size=1, max_size=30),
+       st.integers(1, 8), st.integers(1, 120), st.integers(1, 6))
+def test_batches_keep_the_bounds_of_the_pure_ones(rows: list[Any], most_rows: int, most_bytes: int,
+                                                  most_records: int) -> None:
+    """Combined rows weighed by their records' keys and values (bytes, None, or anything else,
+    which the pure weigher weighs or refuses) cut into the same batches, or the same exception."""
+    assert worker.KEY_AT == 6 and worker.VALUE_AT == 8  # (the records of RECORD_COLS)
+    bounds = {"BATCH_ROWS": most_rows, "BATCH_BYTES": most_bytes, "BATCH_RECORDS": most_records}
+    saved = {name: getattr(worker, name) for name in bounds}
+
+    def run(fn: Any) -> Any:
+        try:
+            return ("ok", list(fn(iter(rows), RECORD_COLS)))
+        except Exception as e:  # noqa: BLE001 - any exception must be the same
+            return ("raised", type(e), str(e))
+
+    try:
+        for name, v in bounds.items():
+            setattr(worker, name, v)
+        want, got = run(PURE_BATCHES), run(worker._batches)
+    finally:
+        for name, v in saved.items():
+            setattr(worker, name, v)
+    assert want[0] == got[0]
+    if want[0] == "raised":
+        assert want == got
+        return
+    assert [b.num_rows for b in got[1]] == [b.num_rows for b in want[1]]
+    assert all(b.equals(a) for a, b in zip(want[1], got[1], strict=True))
