@@ -9,6 +9,7 @@ values.json_map's fast path for strings, integers, booleans and nulls, and json_
 """
 
 from cpython.long cimport PyLong_FromDouble
+from cpython.object cimport PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_1BYTE_DATA
@@ -237,6 +238,8 @@ cdef object _converted(_Column col, object v):
 
 
 cdef extern from "Python.h":
+    bint PyType_HasFeature(PyTypeObject* t, unsigned long feature)
+    unsigned long Py_TPFLAGS_HEAPTYPE
     bint PyUnicode_IS_ASCII(object o)
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
 
@@ -325,7 +328,7 @@ cdef list _message_values(m, max_bytes, d):
     cdef bint unread, skip_none = False
     cdef Message msg
     if d is None:
-        if type(m) is not Message:  # (a subclass may redefine any attribute)
+        if not _slots(m):
             return list(_pure_message_values(m, max_bytes, d))
         msg = <Message>m  # its attributes read from their slots
         capture = msg.capture
@@ -462,6 +465,15 @@ cdef dict _read_fields(object tree, tuple c, object max_bytes):
 
 
 cdef object _Match = Match
+# Whether Message is the compiled class whose slots model.pxd declares (not the class of
+# model.py's source, which KDISSECT_PURE=1 loads).
+cdef bint MESSAGE_SLOTS = not PyType_HasFeature(<PyTypeObject*>Message, Py_TPFLAGS_HEAPTYPE)
+
+
+cdef inline bint _slots(object m):
+    """Whether m's attributes may be read from the slots: exactly a compiled Message (a
+    subclass may redefine any attribute)."""
+    return type(m) is Message and MESSAGE_SLOTS
 
 
 cdef object _match(object match):
@@ -516,7 +528,7 @@ cdef object date_of(object ts):
 def transaction_values(m):
     """The `transactions` row m stands for (rows.transaction_values)."""
     cdef Message msg
-    if type(m) is not Message:
+    if not _slots(m):
         kind, peer, match = m.kind, m.peer, m.match
     else:
         msg = <Message>m
@@ -536,8 +548,7 @@ cdef object _fact(dict qinfo, dict rinfo, str name):
 cdef tuple _transaction(object req, object resp):
     """_transaction of messages that are each exactly a Message or None (their attributes read
     from their slots); anything else, or info that is no dict, through the pure function."""
-    if (req is not None and type(req) is not Message) or (resp is not None and type(resp) is not Message) \
-            or (req is None and resp is None):
+    if (req is not None and not _slots(req)) or (resp is not None and not _slots(resp)) or (req is None and resp is None):
         return _pure_transaction(req, resp)
     cdef Message q_msg = <Message>req, r_msg = <Message>resp
     cdef Message first = q_msg if req is not None else r_msg

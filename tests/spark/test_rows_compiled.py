@@ -125,13 +125,21 @@ class Relabelled(Message):
     """A Message whose subclass redefines attributes: the compiled rows read an exact Message's
     slots, and anything else as the pure functions do."""
 
-    @property
-    def summary(self) -> str:  # type: ignore[override]
+    @property  # type: ignore[override]
+    def summary(self) -> str:
         return "relabelled"
 
-    @property
-    def src(self) -> str:  # type: ignore[override]
+    @summary.setter
+    def summary(self, _: str) -> None:
+        pass
+
+    @property  # type: ignore[override]
+    def src(self) -> str:
         return "elsewhere:1"
+
+    @src.setter
+    def src(self, _: str) -> None:
+        pass
 
 
 def test_a_message_subclass_gives_the_rows_of_its_own_attributes() -> None:
