@@ -97,6 +97,19 @@ class RawFrame:
     data: bytes
     wirelen: int  # the packet's length on the wire (> len(data) when cut by the snaplen)
 
+    def __init__(self, number: int, ts: float, linktype: int, data: bytes, wirelen: int) -> None:
+        # What the generated __init__ of a frozen dataclass does (which runs as Python code, once
+        # per frame), with the slots' own setters.
+        _SET_NUMBER(self, number)
+        _SET_TS(self, ts)
+        _SET_LINKTYPE(self, linktype)
+        _SET_DATA(self, data)
+        _SET_WIRELEN(self, wirelen)
+
+
+_SET_NUMBER, _SET_TS, _SET_LINKTYPE, _SET_DATA, _SET_WIRELEN = (
+    getattr(RawFrame, name).__set__ for name in ("number", "ts", "linktype", "data", "wirelen"))
+
 
 class _Source(io.RawIOBase):
     """The bytes of a capture from a file object that need not be seekable: first `head` (the
