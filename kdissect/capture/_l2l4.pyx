@@ -13,6 +13,8 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from libc.stdint cimport int64_t, uint32_t
 
+from kdissect.capture.l2l4 cimport TcpSegment
+
 cdef enum:
     ETH_IPV4 = 0x0800
     ETH_IPV6 = 0x86DD
@@ -21,18 +23,15 @@ cdef enum:
 
 cdef int64_t LIMIT = (<int64_t>1) << 62  # wire lengths beyond this take the pure path
 
-cdef object _segment = None  # l2l4.TcpSegment
 cdef object _pure_decode = None  # l2l4's own decode
 
 
 cdef int _resolve() except -1:
-    """The pure module's TcpSegment and decode. Looked up on the first call: this module is
-    imported while l2l4 binds it, before l2l4's import ends."""
-    global _segment, _pure_decode
+    """The pure module's decode. Looked up on the first call: this module is imported while
+    l2l4 binds it, before l2l4's import ends."""
+    global _pure_decode
     from kdissect import accel
-    from kdissect.capture import l2l4
     _pure_decode = accel.pure("kdissect.capture.l2l4", "decode")
-    _segment = l2l4.TcpSegment
     return 0
 
 
@@ -219,9 +218,19 @@ cdef object _tcp(object frame, bytes d, const unsigned char* p, Py_ssize_t n, Py
     missing = end - (avail if avail > start else start)
     if missing < 0:
         missing = 0
-    # addr + 2 * alen <= off <= n: the IP header's checks put both addresses inside the frame
-    src = PyBytes_FromStringAndSize(<const char*>p + addr, alen)
-    dst = PyBytes_FromStringAndSize(<const char*>p + addr + alen, alen)
-    return _segment(frame.number, frame.ts, src, _be16(p + off), dst, _be16(p + off + 2),
-                    _be32(p + off + 4), _be32(p + off + 8), p[off + 13], _be16(p + off + 14), payload,
-                    missing)
+    # addr + 2 * alen <= off <= n: the IP header's checks put both addresses inside the frame.
+    # The fields are those TcpSegment.__init__ sets, in C (l2l4.pxd).
+    cdef TcpSegment seg = TcpSegment.__new__(TcpSegment)
+    seg.frame = frame.number
+    seg.ts = frame.ts
+    seg.src = PyBytes_FromStringAndSize(<const char*>p + addr, alen)
+    seg.sport = _be16(p + off)
+    seg.dst = PyBytes_FromStringAndSize(<const char*>p + addr + alen, alen)
+    seg.dport = _be16(p + off + 2)
+    seg.seq = _be32(p + off + 4)
+    seg.ack = _be32(p + off + 8)
+    seg.flags = p[off + 13]
+    seg.window = _be16(p + off + 14)
+    seg.payload = payload
+    seg.missing = missing
+    return seg

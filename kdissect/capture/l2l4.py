@@ -12,7 +12,6 @@ from __future__ import annotations
 import socket
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from kdissect import accel
 from kdissect.capture.pcapfile import RawFrame
@@ -28,20 +27,44 @@ _TCP = struct.Struct(">HHIIBBH").unpack_from  # sport, dport, seq, ack, offset, 
 _IPV6_EXT = {0, 43, 60, 51, 135, 139, 140}  # hop-by-hop, routing, dest opts, AH, mobility, HIP, shim6
 
 
-@dataclass(slots=True)
 class TcpSegment:
-    frame: int
-    ts: float
-    src: bytes  # packed address (4 or 16 bytes)
-    sport: int
-    dst: bytes
-    dport: int
-    seq: int
-    ack: int
-    flags: int
-    window: int  # the window field as sent (not scaled)
-    payload: bytes
-    missing: int  # payload bytes cut off by the snaplen
+    """The TCP segment of one frame: its frame number and time, its endpoints (packed address and
+    port), sequence and acknowledgement numbers, flags, window, payload, and how many payload
+    bytes the snaplen cut off. An extension type when compiled (l2l4.pxd): the compiled decode
+    builds it and the tracker reads it field by field, once per segment."""
+
+    __slots__ = ("frame", "ts", "src", "sport", "dst", "dport", "seq", "ack", "flags", "window", "payload",
+                 "missing")
+
+    def __init__(self, frame: int, ts: float, src: bytes, sport: int, dst: bytes, dport: int, seq: int, ack: int,
+                 flags: int, window: int, payload: bytes, missing: int) -> None:
+        self.frame = frame
+        self.ts = ts
+        self.src = src  # packed address (4 or 16 bytes)
+        self.sport = sport
+        self.dst = dst
+        self.dport = dport
+        self.seq = seq
+        self.ack = ack
+        self.flags = flags
+        self.window = window  # the window field as sent (not scaled)
+        self.payload = payload
+        self.missing = missing  # payload bytes cut off by the snaplen
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in TcpSegment.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        """Field by field, as a dataclass's."""
+        if not isinstance(other, TcpSegment) or type(other) is not type(self):
+            return NotImplemented
+        return self._values() == other._values()
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable, compared by value: as a dataclass's)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={value!r}" for name, value in zip(TcpSegment.__slots__, self._values(), strict=True))
+        return f"TcpSegment({fields})"
 
 
 def _ethernet(d: bytes) -> tuple[int, int] | None:
