@@ -4,3 +4,6 @@ cdef class Reassembler:
 
 cdef class Buffered:
     cdef public object used, limit
+
+cdef class Data:
+    cdef public object data, frame, ts

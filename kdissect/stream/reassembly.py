@@ -49,11 +49,27 @@ def seq_diff(a: int, b: int) -> int:
     return d - (1 << 32) if d & 0x80000000 else d
 
 
-@dataclass(slots=True)
 class Data:
-    data: bytes
-    frame: int
-    ts: float
+    """The next bytes of the stream, and the frame and time of the segment that carried them. An
+    extension type when compiled (reassembly.pxd): one is made a segment."""
+
+    __slots__ = ("data", "frame", "ts")
+
+    def __init__(self, data: bytes, frame: int, ts: float) -> None:
+        self.data = data
+        self.frame = frame
+        self.ts = ts
+
+    def __eq__(self, other: object) -> bool:
+        """Field by field, as a dataclass's."""
+        if not isinstance(other, Data) or type(other) is not type(self):
+            return NotImplemented
+        return (self.data, self.frame, self.ts) == (other.data, other.frame, other.ts)
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable, compared by value: as a dataclass's)
+
+    def __repr__(self) -> str:
+        return f"Data(data={self.data!r}, frame={self.frame!r}, ts={self.ts!r})"
 
 
 @dataclass(slots=True)
