@@ -15,7 +15,8 @@ was closed while still active, or whose side sends new bytes after its end (data
 or FIN), continues as a conversation with the same stream number that starts mid-stream (and
 the same sequence analysis and trouble).
 
-Every segment also goes through Wireshark's TCP sequence analysis (`_analyse`), reduced to what
+Every segment also goes through Wireshark's TCP sequence analysis (`_analyse`, which has a compiled
+twin with `_first_seq`: _tracker.pyx), reduced to what
 tells of trouble: a segment that carries data (or a SYN or FIN) and does not advance its side's
 highest sequence number is a retransmission, unless it is a keep-alive (one byte or none, one
 before that number) or out of order (within the handshake's RTT, 3 ms if unknown, of the
@@ -30,6 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
+from kdissect import accel
 from kdissect.capture.l2l4 import ACK, FIN, RST, SYN, TcpSegment
 from kdissect.stream.flow import Conversation, Endpoint, SeqState
 from kdissect.stream.reassembly import Buffered, Event, seq_diff
@@ -312,3 +314,6 @@ def _retransmitted(conv: Conversation[T], fwd: SeqState, rev: SeqState, seg: Tcp
         return True  # a fast retransmission
     since = seg.ts - fwd.high_ts
     return not (0 <= since < (conv.first_rtt or OUT_OF_ORDER_S) and end != high)  # else out of order
+
+
+accel.bind(globals(), "kdissect.stream._tracker", ("_first_seq", "_analyse"))
