@@ -132,7 +132,8 @@ class Reassembler:
                 if not payload:
                     return out
             self._deliver(payload, frame, ts, out)
-            self._drain(out)
+            if self.backlog:  # (an in-order stream has none: nothing to drain)
+                self._drain(out)
         self._count()
         pool = self.pool
         if pool.used > pool.limit:
