@@ -3,3 +3,6 @@ cdef class Message:
     cdef public object protocol, kind, summary, fields, diagnostics, info, match, peer
     cdef public object expects_response, data, capture, inflated, tls
     cdef object __weakref__
+
+cdef class Pdu:
+    cdef public object data, frames, ts, ts_end, to_server, diagnostics

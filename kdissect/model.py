@@ -282,7 +282,8 @@ def array(name: str, elements: list[Field], offset: int = -1, length: int = 0) -
 
 class Pdu:
     """One protocol message cut out of a TCP stream by a framer. (A plain class: a dataclass's
-    generated __init__ would run as Python code, not compiled, once a message.)"""
+    generated __init__ would run as Python code, not compiled, once a message; an extension
+    type when compiled, model.pxd.)"""
 
     __slots__ = ("data", "frames", "ts", "ts_end", "to_server", "diagnostics")
 
