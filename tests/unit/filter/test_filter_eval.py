@@ -56,6 +56,13 @@ def _zk_request() -> Message:
     return m
 
 
+def _zk_path(path: str) -> Message:
+    """A ZooKeeper request with one field: its path."""
+    m = _zk_request()
+    m.fields = [Field("path", path)]
+    return m
+
+
 KAFKA, ZK = _kafka_response(), _zk_request()
 
 
@@ -229,7 +236,6 @@ def test_a_chain_of_any_length_compiles_and_runs(n: int) -> None:
     assert last(KAFKA) is False and last(ZK) is True
 
 
-
 def test_a_regular_expression_that_backtracks_without_end_gives_up(capsys: pytest.CaptureFixture[str]) -> None:
     """`(a+)+$` against a 32 KB client id of a's and a mismatch backtracked for ever (read -Y of
     100 such requests, 3.2 MB, was stopped after 60 s; now 0.3 s): a search is stopped after
@@ -237,19 +243,14 @@ def test_a_regular_expression_that_backtracks_without_end_gives_up(capsys: pytes
     unsearched."""
     import time
 
-    def zk(path: str) -> Message:
-        m = _zk_request()
-        m.fields = [Field("path", path)]
-        return m
-
     keep = compile_filter('zookeeper.path matches "(a+)+$"')
     start = time.monotonic()
-    assert [keep(zk("a" * n + "!")) for n in (40, 41, 5000)] == [False, False, False]
+    assert [keep(_zk_path("a" * n + "!")) for n in (40, 41, 5000)] == [False, False, False]
     assert time.monotonic() - start < 1
-    assert keep(zk("/a")) and keep(zk("b" * 30 + "a"))  # shorter than the one stopped
+    assert keep(_zk_path("/a")) and keep(_zk_path("b" * 30 + "a"))  # shorter than the one stopped
     # a linear search of a long value has time for each character (1-50 ns a character)
     long = compile_filter('zookeeper.path matches "[0-9a-f]{8}-"')
-    assert long(zk("x" * 1_000_000 + "0123abcd-")) and not long(zk("x" * 1_000_000))
+    assert long(_zk_path("x" * 1_000_000 + "0123abcd-")) and not long(_zk_path("x" * 1_000_000))
     assert capsys.readouterr().err.count("kdissect: warning: the regular expression '(a+)+$' took more") == 1
 
 
@@ -265,16 +266,10 @@ def test_the_time_a_stopped_search_ran_is_what_counts_in_the_budget(monkeypatch:
     clock = iter(range(0, 1000, 2))
     monkeypatch.setattr(evaluator, "process_time", lambda: float(next(clock)), raising=False)
 
-    def zk(path: str) -> Message:
-        m = _zk_request()
-        m.fields = [Field("path", path)]
-        return m
-
     keep = compile_filter('zookeeper.path matches "(a+)+$"')
-    assert keep(zk("a" * 40 + "!")) is False
-    assert keep(zk("/a")) is False  # it matches, but is not searched any more
+    assert keep(_zk_path("a" * 40 + "!")) is False
+    assert keep(_zk_path("/a")) is False  # it matches, but is not searched any more
     assert "kdissect: warning: the regular expression '(a+)+$' took more" in capsys.readouterr().err
-
 
 
 def test_the_budget_of_stopped_searches_is_the_filter_s(monkeypatch: pytest.MonkeyPatch,
@@ -288,16 +283,11 @@ def test_the_budget_of_stopped_searches_is_the_filter_s(monkeypatch: pytest.Monk
     clock = iter(range(0, 1000, 2))
     monkeypatch.setattr(evaluator, "process_time", lambda: float(next(clock)), raising=False)
 
-    def zk(path: str) -> Message:
-        m = _zk_request()
-        m.fields = [Field("path", path)]
-        return m
-
     keep = compile_filter('zookeeper.path matches "(a+)+$" or zookeeper.path matches "^/a"')
-    assert keep(zk("a" * 40 + "!")) is False
-    assert keep(zk("/a")) is False  # the second matches, but the filter's budget is spent
+    assert keep(_zk_path("a" * 40 + "!")) is False
+    assert keep(_zk_path("/a")) is False  # the second matches, but the filter's budget is spent
     assert capsys.readouterr().err.count("kdissect: warning: the regular expression") == 1
-    assert compile_filter('zookeeper.path matches "^/a"')(zk("/a")) is True  # another filter: a budget of its own
+    assert compile_filter('zookeeper.path matches "^/a"')(_zk_path("/a")) is True  # another filter: a budget of its own
 
 def test_a_long_value_is_probed_a_window_at_a_time_before_its_search(capsys: pytest.CaptureFixture[str]) -> None:
     """re notices the timer only every few thousand start positions: `p+q` against 4 MB of p's, each
@@ -314,13 +304,8 @@ def test_a_long_value_is_probed_a_window_at_a_time_before_its_search(capsys: pyt
     calls.clear()
     assert evaluator._timed(lambda s, *at: calls.append(at) or at, "x" * (2 * w), 1.0) is True and calls == [()]
 
-    def zk(path: str) -> Message:
-        m = _zk_request()
-        m.fields = [Field("path", path)]
-        return m
-
     start = time.process_time()
-    assert compile_filter('zookeeper.path matches "p+q"')(zk("/" + "p" * 2_000_000)) is False
+    assert compile_filter('zookeeper.path matches "p+q"')(_zk_path("/" + "p" * 2_000_000)) is False
     assert time.process_time() - start < 1.5  # (about 3.5 s before)
-    assert compile_filter('zookeeper.path matches "^/p+$"')(zk("/" + "p" * 2_000_000)) is True
+    assert compile_filter('zookeeper.path matches "^/p+$"')(_zk_path("/" + "p" * 2_000_000)) is True
     assert "took more than 0.25 s on a value of 2,000,001 characters" in capsys.readouterr().err
