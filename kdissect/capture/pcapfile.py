@@ -49,6 +49,12 @@ BYTE_ORDER_MAGICS = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}
 # byte (a megabyte of gzip inflates to 67 million empty records, each costing a few µs).
 FREE_RECORDS = 1 << 20
 _CHECK_EVERY = 0xFFFF  # records between two checks of that bound, less one (a power of two)
+# ... and past FREE_INFLATED bytes only while it has inflated to at most INFLATED_PER_BYTE bytes
+# a compressed byte: real captures deflate a few to one, where a megabyte of gzip inflates to a
+# gigabyte of large records of zeros (few records, each taking the TCP and framing layers' time).
+FREE_INFLATED = 256 * 1024 * 1024
+INFLATED_PER_BYTE = 100
+_CHECK_BYTES = 16 * 1024 * 1024  # bytes read between two checks at most
 
 # A pcapng interface: link type, seconds per tick, offset (s), and ticks per second when that is a
 # power of ten (else 0): a time is then whole seconds + the rest * tick, as the classic format's
@@ -281,13 +287,20 @@ class CaptureFile:
             self.warnings.append(f"{self.name}: file cut inside {what}; decoded up to the cut")
 
     def _bomb(self, records: int) -> bool:
-        """Whether a gzip capture has inflated to more records than its compressed bytes allow
-        (FREE_RECORDS); if so it is reported."""
-        if self._src.gz and records > FREE_RECORDS and records > self._src.consumed:
-            self.warnings.append(f"{self.name}: {records} records inflated from {self._src.consumed} bytes of gzip "
-                                 "(more than one a compressed byte): stopped, as a decompression bomb")
-            return True
-        return False
+        """Whether a gzip capture has inflated to more records or bytes than its compressed bytes
+        allow (FREE_RECORDS, FREE_INFLATED); if so it is reported."""
+        src = self._src
+        if not src.gz:
+            return False
+        if records > FREE_RECORDS and records > src.consumed:
+            what = f"{records} records inflated from {src.consumed} bytes of gzip (more than one a compressed byte)"
+        elif src.delivered > FREE_INFLATED and src.delivered > INFLATED_PER_BYTE * src.consumed:
+            what = (f"{src.delivered} bytes inflated from {src.consumed} bytes of gzip (more than "
+                    f"{INFLATED_PER_BYTE} a compressed byte)")
+        else:
+            return False
+        self.warnings.append(f"{self.name}: {what}: stopped, as a decompression bomb")
+        return True
 
     def _read_big(self, n: int) -> bytes:
         """n bytes (fewer at the end of the file) without trusting n for one allocation."""
@@ -311,6 +324,7 @@ class CaptureFile:
         big, frame = _BIG, RawFrame  # (locals: this loop runs once per packet)
         number = 0
         self.bytes_read = 24
+        check = _CHECK_BYTES  # bytes read at the next check for a bomb
         while True:
             h = read(16)
             if len(h) < 16:
@@ -327,8 +341,10 @@ class CaptureFile:
                 self._cut(f"frame {number + 1}")
                 return
             number += 1
-            if not number & _CHECK_EVERY and self._bomb(number):
-                return
+            if not number & _CHECK_EVERY or self.bytes_read >= check:
+                check = self.bytes_read + _CHECK_BYTES
+                if self._bomb(number):
+                    return
             yield frame(number, sec + frac * unit, linktype, data, wirelen if wirelen > caplen else caplen)
 
     # -- pcapng ------------------------------------------------------------------------
@@ -359,11 +375,14 @@ class CaptureFile:
         read = self._f.read
         order = "<"
         blocks = 0
+        check = _CHECK_BYTES  # bytes read at the next check for a bomb
         h = self._magic + read(4)
         while len(h) == 8:
             blocks += 1
-            if not blocks & _CHECK_EVERY and self._bomb(blocks):
-                return
+            if not blocks & _CHECK_EVERY or self.bytes_read >= check:
+                check = self.bytes_read + _CHECK_BYTES
+                if self._bomb(blocks):
+                    return
             if h[0:4] == PCAPNG_SHB:
                 bom = read(4)
                 if len(bom) == 4 and bom not in BYTE_ORDER_MAGICS:
