@@ -202,7 +202,7 @@ def test_no_compiled_module_is_older_than_its_source() -> None:
 # declare exactly the attributes the class has (its __slots__, or what its methods assign).
 
 _PXD_CLASS = re.compile(r"^cdef class (\w+)(?:\([\w.]+\))?:\s*$")
-_PXD_ATTRS = re.compile(r"^\s+cdef (?:public )?object ([\w, ]+)$")
+_PXD_ATTRS = re.compile(r"^\s+cdef (?:public |readonly )?object ([\w, ]+)$")
 
 
 def _pxd_classes() -> dict[str, dict[str, set[str]]]:

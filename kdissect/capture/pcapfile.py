@@ -19,7 +19,6 @@ import sys
 import zlib
 from array import array
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import BinaryIO, Protocol
 
@@ -95,26 +94,41 @@ class Interfaces:
         return iface
 
 
-@dataclass(frozen=True, slots=True)
 class RawFrame:
-    number: int  # 1-based, like Wireshark's frame numbers
-    ts: float  # seconds since the epoch
-    linktype: int
-    data: bytes
-    wirelen: int  # the packet's length on the wire (> len(data) when cut by the snaplen)
+    """One captured frame: its number (1-based, like Wireshark's frame numbers), time (seconds
+    since the epoch), link type, captured bytes, and length on the wire (> len(data) when cut by
+    the snaplen). Compared, hashed and shown as a frozen dataclass of those five fields, and not
+    to be assigned: an extension type with read-only fields when compiled (pcapfile.pxd), whose
+    __init__ sets them in C (a dataclass's generated __init__ runs as Python code, once a frame)."""
+
+    __slots__ = ("number", "ts", "linktype", "data", "wirelen")
+    __match_args__ = ("number", "ts", "linktype", "data", "wirelen")
 
     def __init__(self, number: int, ts: float, linktype: int, data: bytes, wirelen: int) -> None:
-        # What the generated __init__ of a frozen dataclass does (which runs as Python code, once
-        # per frame), with the slots' own setters.
-        _SET_NUMBER(self, number)
-        _SET_TS(self, ts)
-        _SET_LINKTYPE(self, linktype)
-        _SET_DATA(self, data)
-        _SET_WIRELEN(self, wirelen)
+        self.number = number
+        self.ts = ts
+        self.linktype = linktype
+        self.data = data
+        self.wirelen = wirelen
 
+    def _values(self) -> tuple[int, float, int, bytes, int]:
+        return (self.number, self.ts, self.linktype, self.data, self.wirelen)
 
-_SET_NUMBER, _SET_TS, _SET_LINKTYPE, _SET_DATA, _SET_WIRELEN = (
-    getattr(RawFrame, name).__set__ for name in ("number", "ts", "linktype", "data", "wirelen"))
+    def __eq__(self, other: object) -> bool:
+        """Field by field, as a dataclass's."""
+        if not isinstance(other, RawFrame) or type(other) is not type(self):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return (f"RawFrame(number={self.number!r}, ts={self.ts!r}, linktype={self.linktype!r}, "
+                f"data={self.data!r}, wirelen={self.wirelen!r})")
+
+    def __reduce__(self) -> tuple[type[RawFrame], tuple[int, float, int, bytes, int]]:
+        return (RawFrame, self._values())
 
 
 class _Source(io.RawIOBase):

@@ -373,3 +373,37 @@ def test_a_record_past_64_mib_is_corruption(fmt: str) -> None:
         blob = pcapng_section() + pcapng_idb(1) + struct.pack("<II", 6, claim + 32)
     frames, warnings = _read(blob + bytes(1000), f"c.{fmt}")
     assert frames == [] and len(warnings) == 1 and "stopped" in warnings[0]
+
+
+def test_raw_frame_is_a_value_as_a_frozen_dataclass() -> None:
+    """RawFrame (an extension type when compiled) compares, hashes, shows, pickles and matches as
+    the frozen dataclass of its five fields it was."""
+    import copy
+    import dataclasses
+    import pickle
+
+    @dataclasses.dataclass(frozen=True)
+    class RawFrame_:
+        number: int
+        ts: float
+        linktype: int
+        data: bytes
+        wirelen: int
+
+    f = RawFrame(3, 1.5, 1, b"\x01\x02", 9)
+    ref = RawFrame_(3, 1.5, 1, b"\x01\x02", 9)
+    assert (f.number, f.ts, f.linktype, f.data, f.wirelen) == (3, 1.5, 1, b"\x01\x02", 9)
+    assert repr(f) == "RawFrame(" + repr(ref).split("(", 1)[1]
+    assert hash(f) == hash(ref) and f == RawFrame(3, 1.5, 1, b"\x01\x02", 9)
+    assert f != RawFrame(4, 1.5, 1, b"\x01\x02", 9) and f != ref and f != (3, 1.5, 1, b"\x01\x02", 9)
+    assert pickle.loads(pickle.dumps(f)) == f and copy.copy(f) == f and copy.deepcopy(f) == f
+    match f:
+        case RawFrame(number, ts, linktype, data, wirelen):
+            assert (number, ts, linktype, data, wirelen) == (3, 1.5, 1, b"\x01\x02", 9)
+        case _:
+            raise AssertionError("no match")
+    if type(f).__flags__ & (1 << 9):  # a heap type: the pure class (assignment is not checked)
+        return
+    with pytest.raises(AttributeError):
+        f.number = 4  # type: ignore[misc]
+    assert f.number == 3

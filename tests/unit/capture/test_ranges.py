@@ -30,6 +30,11 @@ FEW = settings(max_examples=15, deadline=None, suppress_health_check=[HealthChec
 
 # -- helpers -------------------------------------------------------------------------------
 
+def _renumbered(fr: RawFrame, by: int) -> RawFrame:
+    """The frame numbered `by` later."""
+    return RawFrame(by + fr.number, fr.ts, fr.linktype, fr.data, fr.wirelen)
+
+
 def _sequential(blob: bytes) -> list[RawFrame]:
     return list(CaptureFile("c", io.BytesIO(blob)))
 
@@ -57,7 +62,7 @@ def _by_ranges(blob: bytes, lay: Layout, cuts: list[int]) -> tuple[list[RawFrame
     offsets = stitch(lay, spans)
     if offsets is None:
         return None, [s for _, _, s in spans]
-    out = [replace(fr, number=off + fr.number) for off, got in zip(offsets, frames, strict=True)
+    out = [_renumbered(fr, off) for off, got in zip(offsets, frames, strict=True)
            if off is not None for fr in got]
     return out, [s for _, _, s in spans]
 
@@ -386,7 +391,7 @@ def _by_blocks(blob: bytes, lay: Layout, cuts: list[int], keep: int = 1 << 30) -
     joined = ranges.join(lay, len(blob), [b for _, b in got])
     if joined is None:
         return None
-    out = [replace(fr, number=off + fr.number) for off, (frames, _) in zip(joined.offsets, got, strict=True)
+    out = [_renumbered(fr, off) for off, (frames, _) in zip(joined.offsets, got, strict=True)
            if off is not None for fr in frames]
     return sorted(out + joined.frames, key=lambda fr: fr.number)
 
