@@ -33,11 +33,12 @@ from typing import Generic, Protocol, TypeVar
 
 from kdissect import accel
 from kdissect.capture.l2l4 import ACK, FIN, RST, SYN, TcpSegment
-from kdissect.stream.flow import Conversation, Endpoint, SeqState
+from kdissect.stream.flow import Conversation, SeqState
 from kdissect.stream.reassembly import Buffered, Event, seq_diff
 
 T = TypeVar("T")
-Key = tuple[Endpoint, Endpoint]
+# A conversation's key: its endpoints (address, port) in order, flat (hashed once a segment).
+Key = tuple[bytes, int, bytes, int]
 
 # Open conversations tracked at once: beyond this the least recently active one is closed (its
 # output flushed; if it goes on, it continues under the same stream number, from mid-stream). An
@@ -51,6 +52,7 @@ MAX_REMEMBERED = 20_000
 _SEQ = 0xFFFFFFFF
 _HALF = 0x80000000  # a sequence-space difference below this is not negative
 _SYN_FIN = SYN | FIN
+_SYN_ACK = SYN | ACK
 _CONTROL = SYN | FIN | RST
 OUT_OF_ORDER_S = 0.003  # Wireshark's out-of-order threshold while the handshake's RTT is unknown
 FAST_RETRANSMISSION_S = 0.02  # a fast retransmission follows the last duplicate ACK within this
@@ -88,11 +90,14 @@ class Tracker(Generic[T]):
         self.open: OrderedDict[Key, Conversation[T]] = OrderedDict()
         self.ended: OrderedDict[Key, Conversation[T]] = OrderedDict()  # closed, for later packets
         self.opened = 0
+        # The conversation last in `open` (the most recently active), or None: a segment of it
+        # need not move it to the end.
+        self.recent: Conversation[T] | None = None
 
     def segment(self, seg: TcpSegment) -> Conversation[T]:
         """Track one segment; its conversation."""
         conv = self._conversation(seg)
-        side = conv.side_of(seg.src, seg.sport)
+        side = 0 if (seg.src, seg.sport) == conv.a else 1  # (conv.side_of, inline)
         conv.packets += 1
         conv.last_ts = seg.ts
         _first_seq(conv, side, seg)
@@ -116,16 +121,20 @@ class Tracker(Generic[T]):
             conv.end()
         self.open.clear()
         self.ended.clear()
+        self.recent = None
 
     def _conversation(self, seg: TcpSegment) -> Conversation[T]:
-        a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
-        key = (a, b) if a <= b else (b, a)
+        src, sport, dst, dport = seg.src, seg.sport, seg.dst, seg.dport
+        # ordered as the endpoints (src, sport) <= (dst, dport) are
+        key = (src, sport, dst, dport) if src < dst or (src == dst and sport <= dport) else (dst, dport, src, sport)
         conv = self.open.get(key)
         if conv is not None:
-            if _reuses_ports(conv, seg):
+            if seg.flags & _SYN_ACK == SYN and _reuses_ports(conv, seg):
                 self._close(conv)
                 return self._open(key, self._next_index(seg.frame))
-            self.open.move_to_end(key)
+            if conv is not self.recent:
+                self.open.move_to_end(key)
+                self.recent = conv
             return conv
         old = self.ended.get(key)
         if old is None:
@@ -149,8 +158,9 @@ class Tracker(Generic[T]):
         return self.opened - 1 if self.numbering is None else self.numbering(frame)
 
     def _open(self, key: Key, index: int) -> Conversation[T]:
-        conv: Conversation[T] = Conversation(index, key[0], key[1], self.pool)
+        conv: Conversation[T] = Conversation(index, (key[0], key[1]), (key[2], key[3]), self.pool)
         self.open[key] = conv
+        self.recent = conv
         self.upper.opened(conv)
         if len(self.open) > self.limit:
             self._close(next(iter(self.open.values())))
@@ -158,8 +168,10 @@ class Tracker(Generic[T]):
 
     def _close(self, conv: Conversation[T]) -> None:
         """Tell the layer above, and remember the conversation for its later packets."""
-        key = (conv.a, conv.b)
+        key = conv.a + conv.b
         del self.open[key]
+        if conv is self.recent:
+            self.recent = None
         self.upper.closed(conv)
         conv.end()
         earlier = self.ended.pop(key, None)  # an earlier conversation of the same endpoints

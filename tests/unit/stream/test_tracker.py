@@ -77,6 +77,27 @@ def test_the_least_recently_active_is_closed_past_the_limit() -> None:
                                                      ("closed", 1), ("closed", 2)]
 
 
+def test_the_least_recently_active_is_closed_whatever_the_order_of_segments() -> None:
+    """Recency follows every segment, however many in a row a conversation sends, and whichever
+    conversations were opened or closed meanwhile."""
+    c = [TcpConn(cport=40000 + i) for i in range(4)]
+    hs = [conn.handshake() for conn in c]
+    pkts = [hs[0][0], hs[1][0], hs[0][1], hs[0][2], hs[2][0], hs[1][1], hs[1][2], hs[1][2], hs[3][0], hs[2][1]]
+    rec = Recorder()
+    _track(pkts, rec, limit=2)
+    # 2 opens with 0 (just active) and 1 open: 1 closes, and goes on at its SYN-ACK (same stream)
+    # with 0 the least recently active; 3 opens with 2 and 1 (three segments in a row) open: 2
+    # closes, and goes on with 1 the least recently active
+    assert [(what, i) for what, i, _ in rec.log] == [
+        ("opened", 0), ("opened", 1), ("opened", 2), ("closed", 1), ("opened", 1), ("closed", 0), ("opened", 3),
+        ("closed", 2), ("opened", 2), ("closed", 1), ("closed", 3), ("closed", 2)]
+    # 0 active, then 1 opens, then 0 again: 1 is the least recently active when 2 opens
+    rec = Recorder()
+    _track([hs[0][0], hs[0][1], hs[1][0], hs[0][2], hs[2][0]], rec, limit=2)
+    assert [(what, i) for what, i, _ in rec.log] == [("opened", 0), ("opened", 1), ("opened", 2), ("closed", 1),
+                                                     ("closed", 0), ("closed", 2)]
+
+
 def _streams(pkts: list[bytes], limit: int = 10, remembered: int = 10) -> list[int]:
     """Each packet's stream number."""
     out: list[int] = []
