@@ -121,7 +121,9 @@ class Reassembler:
             return []
         if self.next_seq is None:
             self.next_seq = seq  # captured mid-connection: start where we are
-        d = seq_diff(seq, self.next_seq)
+        d = (seq - self.next_seq) & MASK  # (seq_diff, inline)
+        if d & 0x80000000:
+            d -= 1 << 32
         if d > 0:
             self._stash(self.next_abs + d, payload, frame, ts)
             out = self._check_backlog()
@@ -134,8 +136,10 @@ class Reassembler:
             self._deliver(payload, frame, ts, out)
             if self.backlog:  # (an in-order stream has none: nothing to drain)
                 self._drain(out)
-        self._count()
         pool = self.pool
+        now = self.backlog_bytes + len(self.history)  # (_count, inline)
+        pool.used += now - self.counted
+        self.counted = now
         if pool.used > pool.limit:
             self._shed(out)
         return out
@@ -146,14 +150,18 @@ class Reassembler:
         retransmits what it has not seen acknowledged)."""
         if self.next_seq is None:
             return []
-        d = seq_diff(ack, self.next_seq)
+        d = (ack - self.next_seq) & MASK  # (seq_diff, inline)
+        if d & 0x80000000:
+            d -= 1 << 32
         if self.fin_seq is not None and seq_diff(ack, self.fin_seq) > 0:
             d -= 1  # the FIN's sequence number is acknowledged too
         if d <= 0:
             hist = self.history
             if len(hist) > -d:
                 del hist[: len(hist) + d]
-                self._count()
+                now = self.backlog_bytes + len(hist)  # (_count, inline)
+                self.pool.used += now - self.counted
+                self.counted = now
             return []
         if d > 1 << 30:
             return []
@@ -268,7 +276,10 @@ class Reassembler:
 
     def _deliver(self, payload: bytes, frame: int, ts: float, out: list[Event]) -> None:
         out.append(Data(payload, frame, ts))
-        self._advance(len(payload))
+        n = len(payload)
+        assert self.next_seq is not None
+        self.next_seq = (self.next_seq + n) & MASK  # (_advance, inline)
+        self.next_abs += n
         self.last_frame = frame
         hist = self.history
         hist += payload

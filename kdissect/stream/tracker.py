@@ -53,6 +53,7 @@ _SEQ = 0xFFFFFFFF
 _HALF = 0x80000000  # a sequence-space difference below this is not negative
 _SYN_FIN = SYN | FIN
 _SYN_ACK = SYN | ACK
+_FIN_RST = FIN | RST
 _CONTROL = SYN | FIN | RST
 OUT_OF_ORDER_S = 0.003  # Wireshark's out-of-order threshold while the handshake's RTT is unknown
 FAST_RETRANSMISSION_S = 0.02  # a fast retransmission follows the last duplicate ACK within this
@@ -111,7 +112,8 @@ class Tracker(Generic[T]):
             conv.bytes[side] += len(seg.payload)
         else:
             self._reassemble(conv, side, seg)
-        self._track_end(conv, side, seg)
+        if seg.flags & _FIN_RST:  # (only a FIN or RST ends a conversation here)
+            self._track_end(conv, side, seg)
         return conv
 
     def finish(self) -> None:
@@ -189,8 +191,8 @@ class Tracker(Generic[T]):
         # reveals as lost (and the backlog behind them) precede this segment's own data.
         if seg.flags & ACK:
             lost = conv.reasm[1 - side].acked(seg.ack)
-            if lost:
-                self._deliver(conv, 1 - side, lost)
+            if lost and not conv.passive:  # (_deliver, inline)
+                self.upper.events(conv, 1 - side, lost)
         events: list[Event] = []
         if seg.payload:
             conv.bytes[side] += len(seg.payload)
@@ -199,8 +201,8 @@ class Tracker(Generic[T]):
             events += r.cut((seg.seq + len(seg.payload)) & _SEQ, seg.missing, seg.frame)
         if seg.flags & FIN:
             r.fin(seg.seq + (1 if seg.flags & SYN else 0), len(seg.payload) + seg.missing)
-        if events:
-            self._deliver(conv, side, events)
+        if events and not conv.passive:  # (_deliver, inline)
+            self.upper.events(conv, side, events)
 
     def _deliver(self, conv: Conversation[T], side: int, events: list[Event]) -> None:
         if not conv.passive:  # the layer above may have made it passive meanwhile
