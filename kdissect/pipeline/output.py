@@ -78,14 +78,32 @@ class Output:
     def release(self, final: bool) -> list[Message]:
         """The messages that may leave now (all of them if final)."""
         queue = self.queue
-        self._count()
+        left = self.left
+        if (len(queue) - self.recent_total - self.added > self.counted
+                or left and self.releases - left[0][0] >= COUNT_AFTER):  # (_count has work)
+            self._count()
         ready: list[Message] = []
+        hold = self.hold and not final
+        counters, held = self.counters, self.held
         while queue:
             m = queue[0]
-            waiting = self.hold and m.expects_response and m.match is None
-            if waiting and not final and not self._expired(m):
+            # a request waiting for its response holds back the rest, unless it has waited too
+            # long (too many messages or bytes behind it, too much time, or its conversation closed)
+            if hold and m.expects_response and m.match is None and not (
+                    len(queue) > HOLD_MESSAGES or self.queued > HOLD_BYTES
+                    or m.stream in self.closed_streams or self.now - m.ts_end > HOLD_SECONDS):
                 break
-            ready.append(self._number(queue.popleft()))
+            queue.popleft()  # it leaves, numbered
+            self.queued -= len(m.data)
+            if self.counted:
+                self.counted -= 1
+            counters.messages += 1
+            m.number = counters.messages
+            if m.kind == "request" and m.match is None:  # (_waits) it may wait in its pending table
+                left.append((self.releases, weakref.ref(m)))
+            else:
+                held.discard(m)
+            ready.append(m)
         self.releases += 1
         recent = self.recent
         recent.append(self.added)
@@ -94,7 +112,7 @@ class Output:
         while len(recent) >= COUNT_AFTER:
             self.recent_total -= recent.popleft()
         if final:
-            self.left.clear()
+            left.clear()
         if (final or not queue) and self.closed_streams:
             self.closed_streams.clear()  # it concerns only messages held back
         return ready
@@ -118,22 +136,6 @@ class Output:
             m = left.popleft()[1]()
             if m is not None and _waits(m):
                 self.held.add(m)
-
-    def _expired(self, m: Message) -> bool:
-        return (len(self.queue) > HOLD_MESSAGES or self.queued > HOLD_BYTES
-                or m.stream in self.closed_streams or self.now - m.ts_end > HOLD_SECONDS)
-
-    def _number(self, m: Message) -> Message:
-        self.queued -= len(m.data)
-        if self.counted:
-            self.counted -= 1
-        self.counters.messages += 1
-        m.number = self.counters.messages
-        if not _waits(m):
-            self.held.discard(m)
-        else:  # a request still unanswered may wait in its pending table
-            self.left.append((self.releases, weakref.ref(m)))
-        return m
 
 
 def _waits(m: Message) -> bool:
