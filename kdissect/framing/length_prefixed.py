@@ -216,12 +216,30 @@ class LengthPrefixedFramer:
         self._add_run(overlap_diag(length, first or 0, frame, count), -1, length, first, frame, count)
 
     def feed(self, data: bytes, frame: int, ts: float) -> list[Pdu]:
+        size = len(data)
+        if not self.buf and size >= 4 and self.synced and self.skip_to <= self.base:
+            # A chunk that is one whole message, with nothing before it: what _drain would make
+            # of it (the bytes need not be buffered, nor their chunk indexed).
+            n = _be32(data, 0)[0]
+            if n + 4 == size and n > 0 and self.min_frame <= n <= self.max_frame:
+                self.empty_ok = self.empty
+                self.base += size
+                pdu = Pdu(data if type(data) is bytes else bytes(data), [frame], ts, ts, self.to_server,
+                          self.pending_diags)
+                self.pending_diags = []
+                return [pdu]
+        return self._feed(data, frame, ts)
+
+    def _feed(self, data: bytes, frame: int, ts: float) -> list[Pdu]:
+        """feed, the bytes buffered and their chunk indexed."""
         self.index.add(self.base + len(self.buf) + len(data), frame, ts)
         self.buf += data
         self.empty_ok = self.empty
         out = self._drain()
-        self._count()
         pool = self.pool
+        now = len(self.buf)  # (_count, inline)
+        pool.used += now - self.counted
+        self.counted = now
         if pool.used > pool.limit and self.buf:
             end = self._current_end()
             if end is not None:
@@ -316,7 +334,7 @@ class LengthPrefixedFramer:
 
     def _drain(self) -> list[Pdu]:
         out: list[Pdu] = []
-        if not self._past_skip():
+        if self.skip_to > self.base and not self._past_skip():
             return out
         chunk_end, frame, ts = -1, 0, 0.0  # the chunk of the last message read (ChunkIndex.chunk)
         while True:
@@ -347,11 +365,15 @@ class LengthPrefixedFramer:
                     frames, ts0, ts1 = [frame], ts, ts
                 else:
                     frames, ts0, ts1 = self.index.span(base + at, base + end)
-                out.append(Pdu(bytes(buf[at:end]), frames, ts0, ts1, self.to_server, self.pending_diags))
+                # (the whole buffer copied at once, not sliced and copied again)
+                data = bytes(buf) if at == 0 and end == size else bytes(buf[at:end])
+                out.append(Pdu(data, frames, ts0, ts1, self.to_server, self.pending_diags))
                 self.pending_diags = []
                 at, n = end, -1
-            if at:
-                self._discard(at)
+            if at:  # (_discard, inline)
+                del buf[:at]
+                self.base = base = base + at
+                self.index.drop_before(base)
             if n < 0:
                 return out
             self._bad_length(n)

@@ -327,3 +327,45 @@ def test_resync_judges_a_candidate_in_well_under_a_microsecond() -> None:
         f.feed(data[i : i + 1460], 1, 0.0)
     spent = time.process_time() - t0
     assert spent / (len(data) * 3 // 4) < 0.9e-6
+
+
+def test_a_chunk_that_is_one_whole_message_is_not_copied() -> None:
+    f = LengthPrefixedFramer(1000, min_frame=2)
+    chunk = msg(b"Mab")
+    (pdu,) = f.feed(chunk, 7, 2.5)
+    assert pdu.data is chunk and (pdu.frames, pdu.ts, pdu.ts_end) == ([7], 2.5, 2.5)
+    assert (f.base, bytes(f.buf), f.counted) == (len(chunk), b"", 0)
+
+
+def _state(f: LengthPrefixedFramer) -> tuple[object, ...]:
+    return (f.base, bytes(f.buf), f.synced, f.skip_to, f.empty_ok, f.counted, f.pool.used,
+            [(d.key, d.message) for d in f.pending_diags])
+
+
+_CHUNKS = [
+    msg(b"Ma"), msg(b"Mbb"), msg(b""), msg(b"M"), msg(b"Mccc") + msg(b"Md"), msg(b"Mx" * 600), msg(b"Me")[:5],
+    b"\x00\x00", b"\xff\xff\xff\xff" + b"M" * 4, msg(b"Mffff"), msg(b"Mg")[:3],
+]
+
+
+@pytest.mark.parametrize("min_frame,empty,probe", [(0, True, False), (2, True, True), (2, False, True), (5, False, False)])
+def test_a_chunk_gives_what_it_gives_buffered(min_frame: int, empty: bool, probe: bool) -> None:
+    """feed (which takes a chunk that is one whole message as it is) gives the same messages
+    (bytes, frames, times, diagnostics), and leaves the same state, as feeding every chunk
+    through the buffer, whatever the chunks (whole messages, several, empty ones, short ones,
+    bad lengths, pieces) and their order."""
+    import random
+
+    rng = random.Random(5)
+    for _ in range(300):
+        fast = LengthPrefixedFramer(1000, min_frame=min_frame, empty=empty)
+        buffered = LengthPrefixedFramer(1000, min_frame=min_frame, empty=empty)
+        if probe:
+            fast.set_probe(starts_with_m, True)
+            buffered.set_probe(starts_with_m, True)
+        for i in range(rng.randint(1, 8)):
+            chunk = rng.choice(_CHUNKS)
+            got, want = fast.feed(chunk, i + 1, float(i)), buffered._feed(chunk, i + 1, float(i))
+            assert [(p.data, p.frames, p.ts, p.ts_end, p.to_server, [d.message for d in p.diagnostics]) for p in got] == \
+                [(p.data, p.frames, p.ts, p.ts_end, p.to_server, [d.message for d in p.diagnostics]) for p in want]
+            assert _state(fast) == _state(buffered)
