@@ -79,8 +79,12 @@ class Decoder:
                 conv.client = tls.client
             if not events:
                 return
-        if conv.app is not None:
-            self._decode(conv.app, conv, side, events)
+        app = conv.app
+        if app is not None:
+            for ev in events:  # (_decode, inline, and Decoding.frame for a Data's bytes)
+                pdus = app.framers[side].feed(ev.data, ev.frame, ev.ts) if isinstance(ev, Data) else app.frame(side, ev)
+                for pdu in pdus:
+                    self._dissect(app, conv, side, pdu)
             return
         conv.hold(side, events)
         self._detect(conv)
