@@ -97,8 +97,20 @@ class Tracker(Generic[T]):
 
     def segment(self, seg: TcpSegment) -> Conversation[T]:
         """Track one segment; its conversation."""
-        conv = self._conversation(seg)
-        side = 0 if (seg.src, seg.sport) == conv.a else 1  # (conv.side_of, inline)
+        src, sport, dst, dport = seg.src, seg.sport, seg.dst, seg.dport
+        # (_conversation's common case inline: an open conversation, the segment no SYN alone)
+        if src < dst or (src == dst and sport <= dport):
+            key, side = (src, sport, dst, dport), 0
+        else:
+            key, side = (dst, dport, src, sport), 1
+        conv = self.open.get(key)
+        if conv is not None and seg.flags & _SYN_ACK != SYN:
+            if conv is not self.recent:
+                self.open.move_to_end(key)
+                self.recent = conv
+        else:
+            conv = self._conversation(seg)
+            side = 0 if (src, sport) == conv.a else 1  # (conv.side_of, inline)
         conv.packets += 1
         conv.last_ts = seg.ts
         _first_seq(conv, side, seg)

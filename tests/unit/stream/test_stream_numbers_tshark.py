@@ -49,14 +49,14 @@ def _run(path: Path) -> tuple[dict[int, int], list[Message], ConversationTable]:
     pipe = Pipeline(DissectorRegistry(decode_as=sidecar_decode_as(path, path.parent.name)),
                     Options(tls_keylog=sidecar_keylog(path)), observers=[table])
     streams: dict[int, int] = {}
-    find = pipe.tcp._conversation
+    track = pipe.tcp.segment
 
     def numbered(seg: TcpSegment) -> Conversation[Decoding]:
-        conv = find(seg)
+        conv = track(seg)
         streams[seg.frame] = conv.index
         return conv
 
-    pipe.tcp._conversation = numbered  # type: ignore[method-assign]
+    pipe.tcp.segment = numbered  # type: ignore[method-assign]
     messages: list[Message] = []
     with CaptureFile(str(path)) as cap:
         for frame in cap:

@@ -8,7 +8,7 @@ import sys
 
 from pcapgen import TcpConn, ethernet
 
-from kdissect.capture.l2l4 import ACK, RST, TcpSegment, decode
+from kdissect.capture.l2l4 import ACK, RST, decode
 from kdissect.capture.pcapfile import RawFrame
 from kdissect.stream.flow import PROBE_BYTES, Conversation
 from kdissect.stream.reassembly import Data, Event, Gap
@@ -101,19 +101,12 @@ def test_the_least_recently_active_is_closed_whatever_the_order_of_segments() ->
 def _streams(pkts: list[bytes], limit: int = 10, remembered: int = 10) -> list[int]:
     """Each packet's stream number."""
     out: list[int] = []
-
-    class Numbering(Tracker[str]):
-        def _conversation(self, seg: TcpSegment) -> Conversation[str]:
-            conv = super()._conversation(seg)
-            out.append(conv.index)
-            return conv
-
-    tracker = Numbering(Recorder(), limit, remembered)
+    tracker: Tracker[str] = Tracker(Recorder(), limit, remembered)
     for i, p in enumerate(pkts):
         frame = ethernet(p)
         seg = decode(RawFrame(i + 1, 1.0 + i, 1, frame, len(frame)))
         assert seg is not None
-        tracker.segment(seg)
+        out.append(tracker.segment(seg).index)
     return out
 
 
