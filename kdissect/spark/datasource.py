@@ -44,7 +44,7 @@ from kdissect.errors import UsageError
 from kdissect.protocols import parse_decode_as
 from kdissect.spark.inputs import python_files
 from kdissect.spark.rows import Values
-from kdissect.spark.schema import LAYERS, PARTITION_COLUMNS, layer_columns, layer_ddl
+from kdissect.spark.schema import LAYERS, PARTITION_COLUMNS, layer_columns, layer_schema
 from kdissect.spark.units import Unit, plan
 from kdissect.spark.worker import Config, RowTest, compiled_filter, read_unit
 
@@ -171,8 +171,8 @@ class KdissectDataSource(DataSource):
     def name(cls) -> str:
         return NAME
 
-    def schema(self) -> str:
-        return layer_ddl(_layer(dict(self.options)))
+    def schema(self) -> Any:
+        return layer_schema(_layer(dict(self.options)))
 
     def reader(self, schema: Any) -> KdissectReader:
         options = dict(self.options)

@@ -41,11 +41,11 @@ from kdissect.spark.schema import (
     PARTITION_COLUMNS,
     RECORD_MESSAGE_COLUMNS,
     combined_columns,
-    layer_ddl,
+    layer_schema,
 )
 from kdissect.spark.session import cancel_on_interrupt, hadoop_errors
 from kdissect.spark.split import Capture, capture, decode_ranges
-from kdissect.spark.sqltypes import ddl
+from kdissect.spark.sqltypes import Columns, array, spark_schema, struct
 from kdissect.spark.tablefiles import Writing
 from kdissect.spark.units import Piece, Unit, plan, split_size
 from kdissect.spark.worker import Config, combined, local_path
@@ -113,7 +113,8 @@ def _counted(batches: Iterable[Any], pieces: Iterable[Piece], counters: Counters
 
 
 # The work of local units, as data: one row per unit.
-UNIT_DDL = "pieces ARRAY<STRUCT<path: STRING, size: BIGINT, share: INT, shares: INT>>"
+UNIT_COLUMNS: Columns = (("pieces", array(struct((("path", "string"), ("size", "bigint"), ("share", "int"),
+                                                   ("shares", "int"))))),)
 
 
 def _unit_rows(units: list[Unit]) -> list[tuple[Any, ...]]:
@@ -150,7 +151,7 @@ def decoded(spark: Any, p: Plan, cfg: Config, spark_io: bool = False, counters: 
     Spark's binaryFile source (what happens to captures on other file systems); counters:
     what the tasks add their bytes and messages to; writing: the tasks write the tables
     themselves, and the DataFrame holds what they counted (tablefiles.COUNT_COLUMNS)."""
-    schema = ddl(combined_columns()) if writing is None else writing.ddl
+    schema = spark_schema(combined_columns()) if writing is None else writing.schema()
 
     def task(t: Any, tag: str) -> Any:
         return t if writing is None else writing.wrap(t, tag)
@@ -164,7 +165,7 @@ def decoded(spark: Any, p: Plan, cfg: Config, spark_io: bool = False, counters: 
         frames.append(ranged.frame)
         units += [(Piece(c.path, c.size),) for c in ranged.whole]
     if units and not spark_io and all(local_path(piece.path) is not None for u in units for piece in u):
-        work = spark.createDataFrame(spark.sparkContext.parallelize(_unit_rows(units), len(units)), UNIT_DDL)
+        work = spark.createDataFrame(spark.sparkContext.parallelize(_unit_rows(units), len(units)), spark_schema(UNIT_COLUMNS))
         frames.append(work.mapInArrow(task(_local_task(cfg, counters), "unit"), schema))
     elif units:
         frames.append(_binary_input(spark, units).mapInArrow(task(_content_task(cfg, counters), "read"), schema))
@@ -229,7 +230,7 @@ def run(spark: Any, p: Plan, out: str, cfg: Config, fmt: str = "parquet", overwr
     for held in p.cached:  # the combined rows are cached themselves
         held.unpersist()
     p.cached.clear()
-    frames = {name: spark.read.schema(layer_ddl(name)).format(fmt).load(f"{out}/{name}") for name in TABLES}
+    frames = {name: spark.read.schema(layer_schema(name)).format(fmt).load(f"{out}/{name}") for name in TABLES}
     for name, frame in frames.items():
         frame.createOrReplaceTempView(name)
     return Result(p, counts, frames)

@@ -10,10 +10,12 @@ work is spread over executors and is left out; order by (capture, frame) instead
 
 from __future__ import annotations
 
+from typing import Any
+
 from kdissect import protocols
 from kdissect.dissect.base import Projection
 from kdissect.spark import records
-from kdissect.spark.sqltypes import Columns, SqlType, array, ddl, map_of, struct
+from kdissect.spark.sqltypes import Columns, SqlType, array, ddl, map_of, spark_schema, struct
 
 
 def protocol_columns() -> dict[str, Projection]:
@@ -140,3 +142,8 @@ def combined_columns() -> Columns:
 
 def layer_ddl(layer: str) -> str:
     return ddl(layer_columns(layer))
+
+
+def layer_schema(layer: str) -> Any:
+    """The layer's StructType (sqltypes.spark_schema)."""
+    return spark_schema(layer_columns(layer))

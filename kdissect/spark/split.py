@@ -49,7 +49,7 @@ from kdissect.spark import worker
 from kdissect.spark.progress import Counters
 from kdissect.spark.rows import combined_values
 from kdissect.spark.schema import combined_columns
-from kdissect.spark.sqltypes import Columns, arrow_schema, ddl
+from kdissect.spark.sqltypes import Columns, arrow_schema, spark_schema
 from kdissect.spark.tablefiles import Writing
 from kdissect.spark.units import conversation_key
 from kdissect.spark.worker import Config, compiled_filter
@@ -67,6 +67,8 @@ SPAN_COLUMNS = ("file", "part", "span_first", "span_next", "span_frames", "span_
 # The first pass's rows: a conversation's first frame, or a group's lessons (pickled).
 LEARNED_COLUMNS: Columns = (("file", "int"), ("start", "bigint"), ("lessons", "binary"))
 GROUP_KEYS = ("file", "key")
+# Frames before each part of a capture (the driver's; joined to the packet rows).
+OFFSET_COLUMNS: Columns = (("file", "int"), ("part", "bigint"), ("offset", "bigint"))
 GROUPED_COLUMNS: Columns = (("file", "int"), ("key", "binary"), ("frame", "bigint"), ("ts", "double"),
                             ("linktype", "int"), ("data", "binary"), ("wirelen", "bigint"))
 GROUP_COLUMNS = tuple(name for name, _ in GROUPED_COLUMNS)
@@ -593,22 +595,22 @@ def decode_ranges(spark: Any, captures: Sequence[Capture], cfg: Config, counters
     checked = check(captures, [tuple(r) for r in spans])
     offsets = spark.createDataFrame(
         [(f, k, off) for f, parts in checked.offsets.items() for k, off in parts.items()],
-        "file INT, part BIGINT, offset BIGINT")
+        spark_schema(OFFSET_COLUMNS))
     ranged = (packets.where(F.col("key").isNotNull())
               .join(F.broadcast(offsets), ["file", "part"])
               .select("file", "key", (F.col("number") + F.col("offset")).alias("frame"),
                       "ts", "linktype", "data", "wirelen"))
     if checked.joined:
-        ranged = ranged.unionByName(spark.createDataFrame(checked.joined, ddl(GROUPED_COLUMNS)))
+        ranged = ranged.unionByName(spark.createDataFrame(checked.joined, spark_schema(GROUPED_COLUMNS)))
     grouped = (ranged.repartition(max(sum(len(c.ranges) for c in captures), sc.defaultParallelism), *GROUP_KEYS)
                .sortWithinPartitions(*GROUP_KEYS, "frame")
                .persist(StorageLevel.DISK_ONLY))
-    learned = grouped.mapInArrow(learn_groups(cfg, checked.frames), ddl(LEARNED_COLUMNS)).collect()
+    learned = grouped.mapInArrow(learn_groups(cfg, checked.frames), spark_schema(LEARNED_COLUMNS)).collect()
     packets.unpersist()
     t = sc.broadcast(taught([tuple(r) for r in learned], checked.frames))
     groups = decode_groups(cfg, [c.path for c in captures], t, counters)
-    frame = grouped.mapInArrow(groups, ddl(combined_columns())) if writing is None else \
-        grouped.mapInArrow(writing.wrap(groups, "groups"), writing.ddl)
+    frame = grouped.mapInArrow(groups, spark_schema(combined_columns())) if writing is None else \
+        grouped.mapInArrow(writing.wrap(groups, "groups"), writing.schema())
     return Ranged(frame, [captures[i] for i in checked.whole], checked.bytes_read, [grouped])
 
 
@@ -617,8 +619,8 @@ def _parts(spark: Any, captures: Sequence[Capture], counters: Counters | None) -
     frames = []
     rows = work(captures)
     if rows:
-        plan = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), ddl(WORK_COLUMNS))
-        frames.append(plan.mapInArrow(read_ranges(counters), ddl(PACKET_COLUMNS)))
+        plan = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), spark_schema(WORK_COLUMNS))
+        frames.append(plan.mapInArrow(read_ranges(counters), spark_schema(PACKET_COLUMNS)))
     blocks = {file: c for file, c in enumerate(captures) if c.blocks}
     if blocks:
         cut = [b - a for c in blocks.values() if not c.streamed for a, b in c.ranges]
@@ -626,5 +628,5 @@ def _parts(spark: Any, captures: Sequence[Capture], counters: Counters | None) -
             spark.conf.set("spark.sql.files.maxPartitionBytes", str(max(cut)))
         lines = functools.reduce(lambda x, y: x.unionByName(y),
                                  (block_lines(spark, file, c.path) for file, c in blocks.items()))
-        frames.append(lines.mapInArrow(read_blocks(blocks, counters), ddl(PACKET_COLUMNS)))
+        frames.append(lines.mapInArrow(read_blocks(blocks, counters), spark_schema(PACKET_COLUMNS)))
     return functools.reduce(lambda x, y: x.unionByName(y), frames)

@@ -1,10 +1,12 @@
-"""A tiny column-type language for the Spark tables, written once and rendered two ways: as a
-Spark DDL string (for the driver and the data source's schema) and as an Arrow schema (for the
+"""A tiny column-type language for the Spark tables, written once and rendered three ways: as a
+Spark DDL string (CREATE TABLE, documentation), as pyspark's StructType (what the driver and the
+data source give Spark: the JVM reads it as JSON, where a DDL string goes through its SQL
+parser, whose first parses of schemas this size take seconds) and as an Arrow schema (for the
 executors, which build Arrow record batches without asking the JVM).
 
 A type is a Spark primitive name ("string", "int", "bigint", "double", "boolean", "binary",
 "timestamp", "date"), ("array", T), ("map", "string", T) or ("struct", ((name, T), ...)).
-Pure Python: pyarrow is imported only by `arrow_schema`.
+Pure Python: pyspark and pyarrow are imported only by `spark_schema` and `arrow_schema`.
 """
 
 from __future__ import annotations
@@ -42,8 +44,34 @@ def ddl_type(t: SqlType) -> str:
 
 
 def ddl(cols: Columns) -> str:
-    """`name TYPE, ...`: what DataFrame.mapInArrow, DataSource.schema and CREATE TABLE take."""
+    """`name TYPE, ...`: what CREATE TABLE takes; the type spark_schema gives, as text."""
     return ", ".join(f"`{n}` {ddl_type(t)}" for n, t in cols)
+
+
+def spark_type(t: SqlType) -> Any:
+    """pyspark's type for t, nullable throughout (as Spark reads the DDL type)."""
+    from pyspark.sql import types as T
+
+    prim = {
+        "string": T.StringType, "int": T.IntegerType, "bigint": T.LongType, "double": T.DoubleType,
+        "boolean": T.BooleanType, "binary": T.BinaryType, "timestamp": T.TimestampType, "date": T.DateType,
+    }
+    if isinstance(t, str):
+        return prim[t]()
+    kind = t[0]
+    if kind == "array":
+        return T.ArrayType(spark_type(t[1]), True)
+    if kind == "map":
+        return T.MapType(spark_type(t[1]), spark_type(t[2]), True)
+    return spark_schema(t[1])
+
+
+def spark_schema(cols: Columns) -> Any:
+    """The StructType of the columns: what DataFrame.mapInArrow, createDataFrame,
+    DataFrameReader.schema and DataSource.schema take."""
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(n, spark_type(t), True) for n, t in cols])
 
 
 def arrow_type(t: SqlType) -> Any:

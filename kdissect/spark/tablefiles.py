@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from kdissect.spark.schema import LAYERS, PARTITION_COLUMNS, RECORD_MESSAGE_COLUMNS, layer_columns
-from kdissect.spark.sqltypes import Columns, arrow_schema, ddl
+from kdissect.spark.sqltypes import Columns, arrow_schema, spark_schema
 
 COUNT_COLUMNS: Columns = (("table", "string"), ("rows", "bigint"))
 MESSAGE_OF_RECORD = tuple(name for name, _ in RECORD_MESSAGE_COLUMNS)
@@ -126,7 +126,11 @@ class Writing:
 
     root: str
 
-    ddl: ClassVar[str] = ddl(COUNT_COLUMNS)
+    columns: ClassVar[Columns] = COUNT_COLUMNS
+
+    def schema(self) -> Any:
+        """The StructType of the tasks' rows (COUNT_COLUMNS)."""
+        return spark_schema(COUNT_COLUMNS)
 
     def wrap(self, task: Task, tag: str) -> Task:
         """`task` (combined batches out), writing: its files are named after `tag` and Spark's

@@ -283,3 +283,21 @@ def test_missing_java_is_exit_2_and_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Java 17" in lines[0] and "openjdk-17-jre-headless" in lines[0]
+
+
+def test_spark_schema_is_what_spark_reads_in_the_ddl(spark: Any) -> None:
+    """The StructTypes given to Spark (sqltypes.spark_schema) are the types of their DDL text,
+    as Spark's SQL parser reads it: names, types, nullability, in every column set."""
+    from pyspark.sql.types import _parse_datatype_string
+
+    from kdissect.spark import split, tablefiles
+    from kdissect.spark.schema import LAYERS, combined_columns, layer_columns
+    from kdissect.spark.sqltypes import PRIMITIVES, ddl, spark_schema
+
+    sets = [layer_columns(layer) for layer in LAYERS] + [
+        combined_columns(), split.PACKET_COLUMNS, split.WORK_COLUMNS, split.LEARNED_COLUMNS,
+        split.GROUPED_COLUMNS, split.OFFSET_COLUMNS, tablefiles.COUNT_COLUMNS, job.UNIT_COLUMNS,
+        tuple((f"c{i}", t) for i, t in enumerate(PRIMITIVES)),
+    ]
+    for cols in sets:
+        assert spark_schema(cols) == _parse_datatype_string(ddl(cols)), ddl(cols)
