@@ -81,7 +81,7 @@ def spark(inputs: tuple[str, ...], out: str, master: str, fmt: str, report: bool
     split = parse_size(split_size) if split_size else None
     spark_conf = parse_conf(conf)
     session.check_can_start()
-    spark_inputs.check_local(inputs, master)
+    input_bytes = spark_inputs.check_local(inputs, master)
     job.check_out(out, overwrite, master)
     log = log_path or os.path.join(tempfile.gettempdir(), f"kdissect-spark-{os.getpid()}.log")
     console = make_console(no_color)
@@ -89,20 +89,22 @@ def spark(inputs: tuple[str, ...], out: str, master: str, fmt: str, report: bool
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # pyspark's warning about pandas 3
         try:
-            _run(list(inputs), out, master, fmt, report, overwrite, split, spark_conf, log, cfg, console, line)
+            _run(list(inputs), out, master, fmt, report, overwrite, split, spark_conf, log, cfg, console, line,
+                 session.quick_start(input_bytes))
         finally:
             line.clear()
 
 
 def _run(inputs: list[str], out: str, master: str, fmt: str, report: bool, overwrite: bool,
-         split: int | None, conf: dict[str, str], log: str, cfg: Any, console: Any, line: StatusLine) -> None:
+         split: int | None, conf: dict[str, str], log: str, cfg: Any, console: Any, line: StatusLine,
+         fast_start: bool = False) -> None:
     from kdissect.spark import job, session
     from kdissect.spark.progress import Progress
 
     t0 = time.monotonic()
     line.show(f"starting Spark ({master})")
     mine = session.active() is None  # a session already running (a notebook, tests) is kept
-    spark = session.start(master, conf, log_path=log)
+    spark = session.start(master, conf, log_path=log, fast_start=fast_start)
     started = time.monotonic() - t0
     try:
         p = job.make_plan(spark, inputs, split)

@@ -63,13 +63,22 @@ def no_captures(inp: str) -> UsageError:
     return UsageError(f"{inp}: no captures there (files named *{', *'.join(CAPTURE_SUFFIXES)})")
 
 
-def check_local(inputs: list[str] | tuple[str, ...], master: str) -> None:
+def check_local(inputs: list[str] | tuple[str, ...], master: str) -> int | None:
     """Check the inputs the driver can see (driver_path) before Spark starts: each must exist,
-    be readable and name at least one capture; UsageError (one line) at the first problem."""
+    be readable and name at least one capture; UsageError (one line) at the first problem.
+    The bytes of their captures when the driver sees all the inputs, else None."""
+    files: FileList = []
+    seen_all = True
     for inp in inputs:
         local = driver_path(inp, master)
-        if local is not None and not _local_files(local):
+        if local is None:
+            seen_all = False
+            continue
+        found = _local_files(local)
+        if not found:
             raise no_captures(inp)
+        files += found
+    return sum(size for _, size in _dedupe(files)) if seen_all else None
 
 
 # -- through Spark's Hadoop file systems (the job) -----------------------------------------

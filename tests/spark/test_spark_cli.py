@@ -104,6 +104,30 @@ def test_existing_output_fails_before_spark_unless_overwrite(no_spark: None, tmp
 
 
 @needs_spark
+def test_small_local_inputs_start_the_jvm_with_its_quick_compiler(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
+    """Inputs the driver sees, of at most QUICK_START_BYTES together, start Spark fast (the
+    JVM's quick compiler only); bigger ones, or ones it cannot see, do not."""
+    started: list[Any] = []
+
+    def start(*args: Any, **kwargs: Any) -> None:
+        started.append(kwargs.get("fast_start"))
+        raise SparkStarted()
+    monkeypatch.setattr(session, "start", start)
+    monkeypatch.setattr(session, "check_can_start", lambda: None)
+    size = sum(p.stat().st_size for p in PULSAR)
+    assert inputs.check_local([str(CAPTURES / "pulsar"), str(PULSAR[0])], "local[2]") == size
+    assert inputs.check_local([str(PULSAR[0]), "hdfs://nn/x.pcap"], "local[2]") is None
+    out = str(tmp_path / "out")
+    for limit in (size, size - 1):
+        monkeypatch.setattr(session, "QUICK_START_BYTES", limit)
+        assert isinstance(_invoke(str(CAPTURES / "pulsar"), "--out", out).exception, SparkStarted)
+    assert isinstance(_invoke("hdfs://nn/x.pcap", "--out", out).exception, SparkStarted)
+    assert started == [True, False, False]
+    assert "-XX:TieredStopAtLevel=1" in session.submit_args("4g", fast_start=True)
+    assert "TieredStopAtLevel" not in session.submit_args("4g")
+
+
 def test_command_line_is_one_line_and_exit_2(tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
     (tmp_path / "tables").mkdir()
