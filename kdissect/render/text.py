@@ -9,6 +9,7 @@ import itertools
 from collections.abc import Iterator, Mapping
 from typing import IO, TYPE_CHECKING
 
+from kdissect import accel
 from kdissect.model import (
     ARRAY,
     ENUM,
@@ -231,6 +232,9 @@ class TextRenderer:
         if self.plain:
             out = self.out
             assert out is not None
+            if not details and dump is None:  # the packet list alone
+                out.write(summary_plain(m, when) + "\n")
+                return
             out.write("\n".join([summary_plain(m, when), *details]) + "\n")
             for block in dump or ():
                 out.write(block + "\n")
@@ -271,3 +275,6 @@ def diag_text(d: Diagnostic) -> str:
     at = f" @{d.offset}" if d.offset >= 0 else ""
     return f"    [{d.severity.value}/{d.group.value}] {d.key}{at}: {shown(d.message)}"
 
+
+
+accel.bind(globals(), "kdissect.render._text", ("rtt_text", "summary_plain"))

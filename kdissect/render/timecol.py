@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from kdissect import accel
 from kdissect.model import Message
 
 TIME_FORMATS = ("ad", "a", "r", "d", "dd", "e", "u", "ud")
@@ -44,7 +45,7 @@ class TimeColumn:
 
     def text(self, m: Message) -> str:
         """The column for a message shown (in the order shown), right-aligned to its width."""
-        return f"{self._value(m):>{self.width}}"
+        return self._value(m).rjust(self.width)
 
     def _value(self, m: Message) -> str:
         fmt = self.fmt
@@ -85,3 +86,6 @@ def stamp(ts: float, fmt: str) -> str:
         return f"{time.strftime(pattern, parts)}.{frac:06d}"
     except (OverflowError, OSError, ValueError):
         return seconds(ts)
+
+
+accel.bind(globals(), "kdissect.render._timecol", ("seconds",))
