@@ -84,7 +84,8 @@ def decode_body(api_key: int, version: int, is_request: bool, r: WireReader, opt
             out.fields.append(_raw(r))
         return out
     use, diags = body_version(api_key, version, is_request, r)
-    out.diagnostics += diags
+    if diags:
+        out.diagnostics += diags
     start = r.pos
     ctx = Ctx(opts, state, use, budget)
     try:
@@ -108,7 +109,8 @@ def decode_body(api_key: int, version: int, is_request: bool, r: WireReader, opt
 
 def _finish(out: Body, api_key: int, is_request: bool, r: WireReader, ctx: Ctx, tree: Field) -> None:
     out.fields = tree.children or []
-    out.diagnostics += ctx.diags
+    if ctx.diags:
+        out.diagnostics += ctx.diags
     if r.remaining:
         # TRAILING_BYTES: Kafka's parsers ignore bytes after a complete body; keep them raw.
         out.diagnostics.append(DIAGNOSTICS("trailing_bytes", f"{plural(r.remaining, 'byte')} after the body", r.pos))

@@ -313,14 +313,24 @@ class KafkaDissector:
             return  # teaches nothing; a SaslHandshake answer changes how the conversation goes on
         budget = Budget(opts, state.capture)
         body = kbody.decode_body(api_key, version, is_request, r, opts, state, budget)
-        msg.inflated += budget.inflated
-        if api_key == SASL_HANDSHAKE and version == 0 and not is_request and body.info.get("error_code") == 0:
+        inflated = budget.inflated
+        if inflated:
+            msg.inflated += inflated
+        info = body.info
+        if api_key == SASL_HANDSHAKE and version == 0 and not is_request and info.get("error_code") == 0:
             state.sasl_raw_tokens = True
-        msg.fields.extend(body.fields)
-        msg.info.update(body.info)
-        msg.diagnostics.extend(body.diagnostics)
-        if body.summary:
-            msg.summary += " " + body.summary
+        # (each merged only when there is something to merge: most bodies add no diagnostics)
+        fields = body.fields
+        if fields:
+            msg.fields.extend(fields)
+        if info:
+            msg.info.update(info)
+        diagnostics = body.diagnostics
+        if diagnostics:
+            msg.diagnostics.extend(diagnostics)
+        summary = body.summary
+        if summary:
+            msg.summary = f"{msg.summary} {summary}"
 
 
 DISSECTOR = KafkaDissector()

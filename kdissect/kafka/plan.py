@@ -69,8 +69,9 @@ _PLANS: dict[tuple[int, int, bool], Dec] = {}
 
 def plan_for(api_key: int, version: int, is_request: bool) -> Dec:
     key = (api_key, version, is_request)
-    plan = _PLANS.get(key)
-    if plan is None:
+    try:
+        return _PLANS[key]
+    except KeyError:
         plan = _PLANS[key] = compile_message(message_name(api_key, is_request), version,
                                              is_flexible(api_key, version))
     return plan

@@ -131,6 +131,10 @@ def _table() -> tuple[Table, dict[tuple[int, bool], int], dict[tuple[int, bool],
 # that has one (older versions are not walked: Produce before v13 names its topics), and the
 # version ranges in which one of them names the topic beside its id (the bodies `note` learns from).
 ID_PATHS, ID_SINCE, PAIRED = _table()
+# ID_SINCE by API key, requests and responses apart: `note`'s test, once a message, without a tuple.
+_SINCE: tuple[dict[int, int], dict[int, int]] = (
+    {api: v for (api, request), v in ID_SINCE.items() if not request},
+    {api: v for (api, request), v in ID_SINCE.items() if request})
 
 
 def teaches(api_key: int, is_request: bool, version: int) -> bool:
@@ -189,9 +193,10 @@ def topic_ids(ctx: Ctx) -> TopicIds | None:
 def note(api_key: int, is_request: bool, fields: list[Field], ctx: Ctx) -> None:
     """Learn the ids a decoded body pairs with names, and add the names of the topics it names
     by id only to ctx.topics (msg.info["topics"])."""
-    paths = ID_PATHS.get((api_key, is_request))
-    if paths is None or 0 <= ctx.version < ID_SINCE[(api_key, is_request)]:
+    since = _SINCE[1] if is_request else _SINCE[0]
+    if api_key not in since or 0 <= ctx.version < since[api_key]:
         return
+    paths = ID_PATHS[(api_key, is_request)]
     ids = topic_ids(ctx)
     if ids is None:
         return
