@@ -30,9 +30,11 @@ from kdissect.render.timecol import TIME_FORMATS, TimeColumn
 
 
 def _twin(name: str) -> Any:
+    """The compiled module, or None when it is not built or cannot load (KDISSECT_PURE=1 loads
+    timecol's TimeColumn from its source, not the extension type _timecol reads)."""
     try:
         return importlib.import_module(name)
-    except ImportError:
+    except (ImportError, ValueError):
         return None
 
 
@@ -40,11 +42,12 @@ _text = _twin("kdissect.render._text")
 _timecol = _twin("kdissect.render._timecol")
 pytestmark = pytest.mark.skipif(
     _text is None or _timecol is None,
-    reason="the compiled twins kdissect.render._text and _timecol are not built "
+    reason="the compiled twins kdissect.render._text and _timecol are not built, or KDISSECT_PURE=1 "
            "(cythonize them or pip install the project with a C compiler)")
 PURE_LINE = accel.pure(text.__name__, "summary_plain")
 PURE_RTT = accel.pure(text.__name__, "rtt_text")
 PURE_SECONDS = accel.pure(timecol.__name__, "seconds")
+PURE_COLUMN = accel.pure(timecol.__name__, "column_text")
 
 
 def outcome(fn: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
@@ -64,6 +67,7 @@ def test_the_twins_are_bound_unless_pure() -> None:
     assert (text.summary_plain is _text.summary_plain) != accel.PURE
     assert (text.rtt_text is _text.rtt_text) != accel.PURE
     assert (timecol.seconds is _timecol.seconds) != accel.PURE
+    assert (timecol.column_text is _timecol.column_text) != accel.PURE
 
 
 def _captures() -> list[Path]:
@@ -176,3 +180,30 @@ def test_seconds_are_written_as_in_python(s: Any) -> None:
                                1e300, math.inf, -math.inf, math.nan, 1.0000005, 0.0000015])
 def test_seconds_at_ties_and_limits(s: float) -> None:
     assert outcome(_timecol.seconds, s) == outcome(PURE_SECONDS, s)
+
+
+class Clock(TimeColumn):
+    pass
+
+
+@pytest.mark.parametrize("fmt", TIME_FORMATS)
+@pytest.mark.parametrize("origin", [None, 0.5, 2.0**40, 7, -1e300, math.nan])
+@pytest.mark.parametrize("ts", [1.0, 0.5000005, 0.4999995, 1e15, 5, math.inf])
+def test_time_columns_give_the_same_text(fmt: str, origin: Any, ts: Any) -> None:
+    def clocks() -> list[Any]:
+        out = []
+        for cls, width in ((TimeColumn, None), (Clock, None), (TimeColumn, 0), (TimeColumn, 64), (TimeColumn, 65),
+                           (TimeColumn, True)):
+            c = cls(fmt, lambda: origin)
+            if width is not None:
+                c.width = width
+            c._origin = origin
+            out.append(c)
+        return out
+
+    for m in (message(ts=ts), None):
+        for pure_clock, twin_clock in zip(clocks(), clocks(), strict=True):
+            if m is not None:
+                pure_clock.seen(m)
+                twin_clock.seen(m)
+            assert outcome(_timecol.column_text, twin_clock, m) == outcome(PURE_COLUMN, pure_clock, m)
