@@ -124,3 +124,48 @@ class Name(str):
 ], ids=repr)
 def test_bounds_buffers_and_names(args: tuple[Any, ...]) -> None:
     check(*args)
+
+
+def batches() -> list[tuple[bytes, bytes]]:
+    """(message bytes, the bytes of one whole v2 batch in them) from the captures' records fields
+    that hold exactly one."""
+    out = []
+    for data, start, end, _ in records_fields():
+        size = int.from_bytes(data[start + 8:start + 12], "big", signed=True)
+        if end - start >= 61 and data[start + 16] == 2 and start + 12 + size == end:
+            out.append((data, data[start:end]))
+    return out
+
+
+TAILS = {
+    "nothing": b"",
+    "unknown magic": b"\x00" * 8 + (30).to_bytes(4, "big") + b"\x00" * 4 + b"\x07" + b"\x00" * 25,
+    "length too small": b"\x00" * 8 + (3).to_bytes(4, "big") + b"\x00" * 10,
+    "cut short": b"\x00" * 8 + (500).to_bytes(4, "big") + b"\x02" * 20,
+    "under twelve bytes": b"\x00" * 7,
+    "under seventeen bytes": b"\x00" * 8 + (14).to_bytes(4, "big") + b"\x00" * 2,
+}
+
+
+@pytest.mark.parametrize("tail", TAILS, ids=str)
+@pytest.mark.parametrize("entries", [0, 1, 2, 3, 5, None])
+def test_well_formed_batches_then_anything(tail: str, entries: int | None) -> None:
+    """Batches the compiled walk decodes itself, then an entry it leaves to records_common.walk,
+    with a budget of entries that runs out before, at or after it."""
+    found = batches()
+    if not found:
+        pytest.skip("no Kafka captures with a whole v2 batch found")
+    for _, batch in found[:20]:
+        buf = b"\x01" * 9 + batch * 3 + TAILS[tail]
+        for opts in OPTIONS:
+            results = []
+            for fn in (COMPILED, PURE):
+                b = Budget(opts)
+                if entries is not None:
+                    b.entries_left = entries
+                try:
+                    out: Any = ("ok", dump(fn(buf, 9, len(buf), opts, budget=b)))
+                except Exception as e:  # noqa: BLE001 - any exception must be the same
+                    out = ("raised", type(e), str(e))
+                results.append((out, b.entries_left, b.elements_left, sorted(b._said)))
+            assert results[0] == results[1], (tail, entries, opts)
