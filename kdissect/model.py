@@ -324,17 +324,19 @@ class Message:
     )
 
     def __init__(self, pdu: Pdu, stream: int, src: str, dst: str, protocol: str) -> None:
+        frames = pdu.frames
+        to_server = pdu.to_server
         self.number = 0  # position in the output, set by the pipeline
-        self.frame = pdu.frames[0] if pdu.frames else 0
-        self.frames = pdu.frames
+        self.frame = frames[0] if frames else 0
+        self.frames = frames
         self.ts = pdu.ts
         self.ts_end = pdu.ts_end
         self.stream = stream
         self.src = src
         self.dst = dst
-        self.to_server = pdu.to_server
+        self.to_server = to_server
         self.protocol = protocol
-        self.kind = "request" if pdu.to_server else "response"
+        self.kind = "request" if to_server else "response"
         self.summary = ""
         self.fields: list[Field] = []
         self.diagnostics: list[Diagnostic] = list(pdu.diagnostics)
@@ -344,7 +346,7 @@ class Message:
         # Set by a dissector on a response: the request Message it answers.
         self.peer: Message | None = None
         # False for requests that get no response by design (Kafka acks=0, RocketMQ oneway).
-        self.expects_response = pdu.to_server
+        self.expects_response = to_server
         self.data = pdu.data
         self.capture = ""
         # Decompressed bytes the decoded tree keeps (record values, payloads), set by a

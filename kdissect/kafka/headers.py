@@ -26,9 +26,14 @@ API_VERSIONS = 18  # the API keys whose headers have quirks
 CONTROLLED_SHUTDOWN = 7
 
 
+_NAMES = {key: api.name for key, api in APIS.items()}
+
+
 def api_name(api_key: int) -> str:
-    api = APIS.get(api_key)
-    return api.name if api else f"Unknown({api_key})"
+    # (`in` and a subscript: a dict's get method is looked up and called, which costs more)
+    if api_key in _NAMES:
+        return _NAMES[api_key]
+    return f"Unknown({api_key})"
 
 
 # The first flexible version of each API key the tables know (None: none is).
@@ -38,7 +43,9 @@ _FIRST_FLEXIBLE = {key: api.first_flexible for key, api in APIS.items()}
 def is_flexible(api_key: int, version: int) -> bool:
     """Whether (api key, version) uses the flexible encoding (compact lengths, tagged fields):
     header and body alike. False for an unknown API key."""
-    first = _FIRST_FLEXIBLE.get(api_key)
+    if api_key not in _FIRST_FLEXIBLE:
+        return False
+    first = _FIRST_FLEXIBLE[api_key]
     return first is not None and version >= first
 
 
