@@ -14,7 +14,7 @@ from typing import Any
 
 from kdissect.dissect.base import Budget, Options
 from kdissect.errors import DecodeError
-from kdissect.kafka import hooks, topicids
+from kdissect.kafka import hooks
 from kdissect.kafka.apis import APIS
 from kdissect.kafka.conversation import KafkaConversation
 from kdissect.kafka.diagnostics import DIAGNOSTICS
@@ -23,6 +23,7 @@ from kdissect.kafka.headers import API_VERSIONS
 from kdissect.kafka.ops import ArrayCap, Ctx
 from kdissect.kafka.plan import plan_for
 from kdissect.kafka.summary import summarise
+from kdissect.kafka.topicids import note
 from kdissect.model import ENUM, RAW, Diagnostic, Field, undecoded
 from kdissect.text import plural
 from kdissect.wire.reader import WireReader
@@ -184,7 +185,7 @@ def _capped(out: Body, api_key: int, is_request: bool, r: WireReader, ctx: Ctx, 
 
 def _facts(out: Body, api_key: int, is_request: bool, ctx: Ctx) -> None:
     info = out.info
-    topicids.note(api_key, is_request, out.fields, ctx)
+    note(api_key, is_request, out.fields, ctx)
     topics = ctx.topics
     if topics:
         # Each name once, in order of first mention (most bodies name one topic: no dict then).

@@ -10,6 +10,7 @@ from kdissect.framing.length_prefixed import Framer, LengthPrefixedFramer
 from kdissect.kafka import body as kbody
 from kdissect.kafka import fieldkeys, hooks, topicids
 from kdissect.kafka.apis import APIS
+from kdissect.kafka.body import decode_body
 from kdissect.kafka.columns import COLUMNS
 from kdissect.kafka.conversation import KafkaConversation
 from kdissect.kafka.diagnostics import DIAGNOSTICS
@@ -160,12 +161,13 @@ class KafkaDissector:
     def dissect(self, msg: Message, state: ConversationState, opts: Options) -> None:
         if not isinstance(state, KafkaConversation):
             raise TypeError("the Kafka dissector needs the state its new_state() returns")
-        r = WireReader(msg.data)
+        data = msg.data
+        r = WireReader(data)
         size, length = read_length(r)
         msg.fields.append(length)
-        if size != len(msg.data) - 4:
+        if size != len(data) - 4:
             msg.add(DIAGNOSTICS("length_mismatch",
-                                f"the length prefix says {size} bytes, {len(msg.data) - 4} are present", 0))
+                                f"the length prefix says {size} bytes, {len(data) - 4} are present", 0))
             r.end = min(r.end, 4 + max(size, 0))
         if state.sasl_raw_tokens and self._sasl_token(msg, state, opts):
             return
@@ -312,7 +314,7 @@ class KafkaDissector:
         if opts.teach_only and api_key != SASL_HANDSHAKE and not topicids.teaches(api_key, is_request, version):
             return  # teaches nothing; a SaslHandshake answer changes how the conversation goes on
         budget = Budget(opts, state.capture)
-        body = kbody.decode_body(api_key, version, is_request, r, opts, state, budget)
+        body = decode_body(api_key, version, is_request, r, opts, state, budget)
         inflated = budget.inflated
         if inflated:
             msg.inflated += inflated
