@@ -28,7 +28,7 @@ HELD_BYTES = 256 * 1024 * 1024
 FIELD_BYTES = 128
 COLUMN_BYTES = 64
 # Releases (segments, most often) a message is held for before it counts: a request answered
-# within them never does.
+# within them never does, unless it decompressed anything (it counts at once).
 COUNT_AFTER = 16
 KEPT_FIELDS = 64  # the fields at a message's root that it keeps when its body is dropped
 # ... and the characters of its summary and of each text among its facts (msg.info), whose
@@ -66,6 +66,10 @@ class Output:
         self.queue.append(msg)
         self.queued += len(msg.data)
         self.added += 1
+        if msg.inflated:
+            # Decompressed: its tree is not bounded by the bytes of the segments just decoded
+            # (a kilobyte of gzip may hold 100,000 messages), so it counts at once.
+            self.held.add(msg)
 
     def stream_closed(self, stream: int) -> None:
         closed = self.closed_streams
@@ -209,6 +213,7 @@ def drop_body(m: Message, limit: int) -> None:
     to KEPT_TEXT characters and their lists to KEPT_FIELDS items, with a diagnostic: what held
     messages give up past the pipeline's budget. Redacted values stay (hex dumps mask their
     bytes)."""
+    m.inflated = 0  # its decompressed bytes go with its body
     fields, rest = m.fields[:KEPT_FIELDS], m.fields[KEPT_FIELDS:]
     m.fields = [f if type(f) is Field and f.children is None and not isinstance(f.value, bytes) else _emptied(f)
                 for f in fields]
