@@ -1,7 +1,9 @@
 """The compiled twin of pipeline/output.py's held_size (see kdissect/accel.py): the same count of
 a message's decoded fields, its tree walked with the slots read directly (kdissect/_model.pxd)."""
 
-from kdissect._model cimport F_CHILDREN, R_KIDS, R_VALUES, read_slot, reads_field_slots, reads_row_slots
+from cpython.bytes cimport PyBytes_GET_SIZE
+
+from kdissect._model cimport F_CHILDREN, F_VALUE, R_KIDS, R_VALUES, read_slot, reads_field_slots, reads_row_slots
 
 from kdissect.model import Field, Row
 from kdissect.pipeline import output as _output
@@ -13,7 +15,7 @@ cdef Py_ssize_t COLUMN_BYTES = _output.COLUMN_BYTES
 def held_size(m):
     """output.held_size(m)."""
     cdef list stack = list(m.fields)
-    cdef Py_ssize_t fields = 0, columns = 0
+    cdef Py_ssize_t fields = 0, columns = 0, copied = 0
     cdef object f, kids, v
     while stack:
         f = stack.pop()
@@ -26,9 +28,14 @@ def held_size(m):
                         stack.append(v)
                     else:
                         columns += 1
+                        if type(v) is bytes:
+                            copied += PyBytes_GET_SIZE(v)
                 continue
         else:
             kids = read_slot(f, reads_field_slots(f), F_CHILDREN, "children")
+        v = read_slot(f, reads_field_slots(f), F_VALUE, "value")
+        if type(v) is bytes:
+            copied += PyBytes_GET_SIZE(v)
         if kids:
             stack.extend(kids)
-    return len(m.data) + m.inflated + fields * FIELD_BYTES + columns * COLUMN_BYTES
+    return len(m.data) + copied + fields * FIELD_BYTES + columns * COLUMN_BYTES

@@ -1,7 +1,7 @@
 """Ordered output: messages leave in capture order, and a request waiting for its response holds
 back the output behind it, up to HOLD_MESSAGES messages, HOLD_BYTES of their PDUs or HOLD_SECONDS
 of capture time, or until its conversation closes (`hold=False`: every message leaves at once).
-HeldBytes bounds the bytes of what is held: its data, decompressed data and decoded fields
+HeldBytes bounds the bytes of what is held: its data, decoded fields and their bytes values
 (`held_size`).
 """
 
@@ -149,9 +149,11 @@ def _waits(m: Message) -> bool:
 
 
 def held_size(m: Message) -> int:
-    """The bytes m keeps, about: its data, its decompressed data (Message.inflated) and its
-    decoded fields (a Row's columns are counted without building its fields)."""
-    fields = columns = 0
+    """The bytes m keeps, about: its data, its decoded fields (a Row's columns are counted
+    without building its fields) and their bytes values, each a copy of its slice of the data
+    or of the decompressed data (a RocketMQ body, a Pulsar payload, a record's value; the
+    decompressed buffers themselves are not kept)."""
+    fields = columns = copied = 0
     stack: list[Field] = list(m.fields)
     while stack:
         f = stack.pop()
@@ -162,9 +164,15 @@ def held_size(m: Message) -> int:
                     stack.append(v)
                 else:
                     columns += 1
-        elif f.children:
+                    if type(v) is bytes:
+                        copied += len(v)
+            continue
+        v = f.value
+        if type(v) is bytes:
+            copied += len(v)
+        if f.children:
             stack.extend(f.children)
-    return len(m.data) + m.inflated + fields * FIELD_BYTES + columns * COLUMN_BYTES
+    return len(m.data) + copied + fields * FIELD_BYTES + columns * COLUMN_BYTES
 
 
 class HeldBytes:

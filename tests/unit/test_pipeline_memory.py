@@ -222,6 +222,21 @@ def test_closed_conversations_are_freed_without_the_cycle_collector() -> None:
     assert not pipe.output.closed_streams
 
 
+def test_the_bytes_values_of_held_fields_count() -> None:
+    # A body is a copy of its slice of the message's data: each of these requests keeps twice
+    # its VALUE bytes, where only its data counted.
+    c = TcpConn(sport=10911)
+    pkts = [(100.0, p) for p in c.handshake()]
+    for i in range(3):
+        frame = rocketmq.frame(10, opaque=i, ext={"topic": "t"}, body=bytes(VALUE))
+        pkts += [(100.1 + i, c.segment(True, frame[:50_000])), (100.1 + i, c.segment(True, frame[50_000:]))]
+    pipe = Pipeline()
+    pipe.held.limit = 5 * VALUE
+    msgs = feed(pipe, pkts)
+    assert [len(m.fields[-1].value or b"") if m.fields[-1].name == "body" else None for m in msgs][1:] == [VALUE] * 2
+    assert [dropped(m) for m in msgs] == [True, False, False]
+
+
 def test_redacted_values_stay_masked_when_a_body_is_dropped() -> None:
     c = TcpConn(sport=10911)
     pkts = [(100.0, p) for p in c.handshake()]
