@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,3 +53,18 @@ def capture_args(path: Path) -> list[str]:
         out += ["--decode-as", f"{port}={name}"]
     keylog = sidecar_keylog(path)
     return out + (["--tls-keylog", keylog] if keylog else [])
+
+
+def own_captures() -> list[Path]:
+    """The project's own captures (captures/), sorted."""
+    return sorted(p for p in CAPTURES.rglob("*") if ".pcap" in p.name and p.is_file())
+
+
+def decode_capture(path: Path) -> list[Any]:
+    """Every message of a capture, decoded with its sidecar's ports and TLS key log."""
+    from kdissect.dissect.base import Options
+    from kdissect.pipeline import dissect_file
+    from kdissect.protocols import DissectorRegistry
+
+    registry = DissectorRegistry(decode_as=sidecar_decode_as(path, path.parent.name))
+    return list(dissect_file(str(path), registry, Options(tls_keylog=sidecar_keylog(path))))

@@ -65,13 +65,18 @@ def dropped(m: Message) -> bool:
     return any(d.key == "pipeline.body_dropped" for d in m.diagnostics)
 
 
-def test_oldest_held_bodies_are_dropped_past_the_budget() -> None:
+def five_unanswered() -> tuple[Pipeline, list[Message]]:
+    """Five Produce requests that are never answered, through a pipeline that holds 250,000 bytes."""
     c = TcpConn()
     pkts = [(100.0, p) for p in c.handshake()]
-    pkts += [(100.1 + i, c.segment(True, produce(i))) for i in range(5)]  # never answered
+    pkts += [(100.1 + i, c.segment(True, produce(i))) for i in range(5)]
     pipe = Pipeline()
     pipe.held.limit = 250_000
-    msgs = feed(pipe, pkts)
+    return pipe, feed(pipe, pkts)
+
+
+def test_oldest_held_bodies_are_dropped_past_the_budget() -> None:
+    pipe, msgs = five_unanswered()
     assert [dropped(m) for m in msgs] == [True, True, True, False, False]
     assert [m.inflated > VALUE for m in msgs] == [False, False, False, True, True]  # gone with the bodies
     for m in msgs:
@@ -368,12 +373,7 @@ def test_a_request_that_decompressed_counts_at_once() -> None:
     # Its tree is not bounded by the bytes of the last segments: 30 Produce requests of five
     # gzip message sets of 200,000 empty messages (3 MB) took 810 MB to export while those of
     # the last COUNT_AFTER segments went uncounted, 290 MB now.
-    c = TcpConn()
-    pkts = [(100.0, p) for p in c.handshake()]
-    pkts += [(100.1 + i, c.segment(True, produce(i))) for i in range(5)]  # never answered
-    pipe = Pipeline()
-    pipe.held.limit = 250_000
-    msgs = feed(pipe, pkts)
+    pipe, msgs = five_unanswered()
     assert [dropped(m) for m in msgs] == [True, True, True, False, False]
     assert pipe.held.total <= pipe.held.limit
 

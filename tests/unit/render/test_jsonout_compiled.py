@@ -32,10 +32,9 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import CAPTURES, sidecar_decode_as, sidecar_keylog
+from support import decode_capture, own_captures
 
 from kdissect import accel
-from kdissect.dissect.base import Options
 from kdissect.model import (
     ARRAY,
     BYTES,
@@ -54,8 +53,6 @@ from kdissect.model import (
     Row,
     Severity,
 )
-from kdissect.pipeline import dissect_file
-from kdissect.protocols import DissectorRegistry
 from kdissect.render import jsonout
 
 MODULE = jsonout.__name__
@@ -114,14 +111,7 @@ def assert_same(name: str, *args: Any) -> Any:
 # Captures
 
 
-def _captures() -> list[Path]:
-    return sorted(p for p in CAPTURES.rglob("*") if ".pcap" in p.name and p.is_file())
-
-
-@cache
-def capture_messages(path: Path) -> list[Message]:
-    registry = DissectorRegistry(decode_as=sidecar_decode_as(path, path.parent.name))
-    return list(dissect_file(str(path), registry, Options(tls_keylog=sidecar_keylog(path))))
+capture_messages = cache(decode_capture)  # (each module its own: some tests change the messages)
 
 
 def _materialize(fields: list[Field]) -> int:
@@ -159,7 +149,7 @@ def test_the_twin_reads_field_and_row_slots_directly() -> None:
 
 
 @needs_twin
-@pytest.mark.parametrize("path", _captures(), ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", own_captures(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_capture_messages_give_the_same_dicts(path: Path) -> None:
     msgs = capture_messages(path)
     assert msgs
@@ -168,8 +158,7 @@ def test_capture_messages_give_the_same_dicts(path: Path) -> None:
             assert_same("message_dict", m, mb)
             assert_same("message_json", m, mb)
     # Once something has walked the trees (-V, filters), Rows answer from their child Fields.
-    fresh = list(dissect_file(str(path), DissectorRegistry(decode_as=sidecar_decode_as(path, path.parent.name)),
-                              Options(tls_keylog=sidecar_keylog(path))))
+    fresh = decode_capture(path)
     for m in fresh:
         _materialize(m.fields)
         for mb in MAX_BYTES:
@@ -181,7 +170,7 @@ def test_capture_messages_give_the_same_dicts(path: Path) -> None:
 def test_capture_messages_are_written_without_their_dicts(monkeypatch: pytest.MonkeyPatch) -> None:
     # The compiled message_json writes every message of the captures itself: none takes the
     # dict path (message_dict, then the encoder), which it would ask for through accel.pure.
-    msgs = [m for p in _captures() for m in capture_messages(p)]
+    msgs = [m for p in own_captures() for m in capture_messages(p)]
     asked: list[tuple[str, str]] = []
     real = accel.pure
 
@@ -201,16 +190,16 @@ def test_capture_messages_are_written_without_their_dicts(monkeypatch: pytest.Mo
 def test_writing_a_message_builds_no_row_fields() -> None:
     # message_json reads Rows from their values, as message_dict does: writing the JSON of a
     # message leaves its Rows as decoded (their child Fields are built only by a walk).
-    rows = [f for p in _captures() for m in capture_messages(p) for f in _rows(m.fields)]
+    rows = [f for p in own_captures() for m in capture_messages(p) for f in _rows(m.fields)]
     unbuilt = [r for r in rows if r._kids is None]
     assert unbuilt
-    for p in _captures():
+    for p in own_captures():
         for m in capture_messages(p):
             _twin.message_json(m, 256)
     assert all(r._kids is None for r in unbuilt)
 
 
-@pytest.mark.parametrize("path", _captures(), ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", own_captures(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_capture_messages_encode_as_the_standard_library_does(path: Path) -> None:
     for m in capture_messages(path):
         d = jsonout.message_dict(m, 256)
@@ -234,7 +223,7 @@ def _rows(fields: list[Field]) -> list[Row]:
 
 
 def test_captures_hold_rows() -> None:
-    assert sum(_materialize(m.fields) for p in _captures() for m in capture_messages(p)) > 0
+    assert sum(_materialize(m.fields) for p in own_captures() for m in capture_messages(p)) > 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,13 +18,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import CAPTURES, sidecar_decode_as, sidecar_keylog
+from support import CAPTURES, decode_capture, own_captures
 
 from kdissect import accel
-from kdissect.dissect.base import Options
 from kdissect.model import Match, Message, Pdu
-from kdissect.pipeline import dissect_file
-from kdissect.protocols import DissectorRegistry
 from kdissect.render import text, timecol
 from kdissect.render.timecol import TIME_FORMATS, TimeColumn
 
@@ -70,17 +67,10 @@ def test_the_twins_are_bound_unless_pure() -> None:
     assert (timecol.column_text is _timecol.column_text) != accel.PURE
 
 
-def _captures() -> list[Path]:
-    return sorted(p for p in CAPTURES.rglob("*") if ".pcap" in p.name and p.is_file())
+capture_messages = cache(decode_capture)  # (each module its own: some tests change the messages)
 
 
-@cache
-def capture_messages(path: Path) -> list[Message]:
-    registry = DissectorRegistry(decode_as=sidecar_decode_as(path, path.parent.name))
-    return list(dissect_file(str(path), registry, Options(tls_keylog=sidecar_keylog(path))))
-
-
-@pytest.mark.parametrize("path", _captures(), ids=lambda p: str(p.relative_to(CAPTURES)))
+@pytest.mark.parametrize("path", own_captures(), ids=lambda p: str(p.relative_to(CAPTURES)))
 def test_capture_messages_give_the_same_lines(path: Path) -> None:
     messages = capture_messages(path)
     first = messages[0].ts if messages else None
