@@ -98,7 +98,8 @@ class Tracker(Generic[T]):
     def segment(self, seg: TcpSegment) -> Conversation[T]:
         """Track one segment; its conversation."""
         src, sport, dst, dport = seg.src, seg.sport, seg.dst, seg.dport
-        # (_conversation's common case inline: an open conversation, the segment no SYN alone)
+        # The endpoints in order ((src, sport) <= (dst, dport)), and the segment's side; an open
+        # conversation and a segment other than a SYN alone (_conversation's common case) inline.
         if src < dst or (src == dst and sport <= dport):
             key, side = (src, sport, dst, dport), 0
         else:
@@ -109,8 +110,7 @@ class Tracker(Generic[T]):
                 self.open.move_to_end(key)
                 self.recent = conv
         else:
-            conv = self._conversation(seg)
-            side = 0 if (src, sport) == conv.a else 1  # (conv.side_of, inline)
+            conv = self._conversation(seg, key)
         conv.packets += 1
         conv.last_ts = seg.ts
         _first_seq(conv, side, seg)
@@ -137,10 +137,9 @@ class Tracker(Generic[T]):
         self.ended.clear()
         self.recent = None
 
-    def _conversation(self, seg: TcpSegment) -> Conversation[T]:
-        src, sport, dst, dport = seg.src, seg.sport, seg.dst, seg.dport
-        # ordered as the endpoints (src, sport) <= (dst, dport) are
-        key = (src, sport, dst, dport) if src < dst or (src == dst and sport <= dport) else (dst, dport, src, sport)
+    def _conversation(self, seg: TcpSegment, key: Key) -> Conversation[T]:
+        """The conversation of `seg`, whose endpoints in order are `key`: the open one, unless
+        the segment starts it anew (ports reused), else a remembered or a new one."""
         conv = self.open.get(key)
         if conv is not None:
             if seg.flags & _SYN_ACK == SYN and _reuses_ports(conv, seg):
@@ -203,7 +202,7 @@ class Tracker(Generic[T]):
         # reveals as lost (and the backlog behind them) precede this segment's own data.
         if seg.flags & ACK:
             lost = conv.reasm[1 - side].acked(seg.ack)
-            if lost and not conv.passive:  # (_deliver, inline)
+            if lost and not conv.passive:  # (the layer above may have made it passive)
                 self.upper.events(conv, 1 - side, lost)
         events: list[Event] = []
         if seg.payload:
@@ -213,11 +212,7 @@ class Tracker(Generic[T]):
             events += r.cut((seg.seq + len(seg.payload)) & _SEQ, seg.missing, seg.frame)
         if seg.flags & FIN:
             r.fin(seg.seq + (1 if seg.flags & SYN else 0), len(seg.payload) + seg.missing)
-        if events and not conv.passive:  # (_deliver, inline)
-            self.upper.events(conv, side, events)
-
-    def _deliver(self, conv: Conversation[T], side: int, events: list[Event]) -> None:
-        if not conv.passive:  # the layer above may have made it passive meanwhile
+        if events and not conv.passive:  # (the layer above may have made it passive)
             self.upper.events(conv, side, events)
 
     def _track_end(self, conv: Conversation[T], side: int, seg: TcpSegment) -> None:
