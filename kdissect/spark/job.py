@@ -105,7 +105,9 @@ def make_plan(spark: Any, inputs: list[str] | tuple[str, ...], split: int | None
             ranged.append(c)
         else:
             rest.append((path, n))
-    return Plan(files, plan(rest, parallelism, size, max_shares), ranged)
+    # The ranges' conversations are decoded by max(ranges, parallelism) tasks of the same stage.
+    grouped = max(parallelism, sum(len(c.ranges) for c in ranged)) if ranged else 0
+    return Plan(files, plan(rest, parallelism, size, max_shares, grouped), ranged)
 
 
 def _counted(batches: Iterable[Any], pieces: Iterable[Piece], counters: Counters | None) -> Iterable[Any]:

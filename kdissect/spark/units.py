@@ -2,10 +2,11 @@
 
 Small captures are packed together up to a target size (at most 128 MB, as Spark's own file
 splits, and at most a third of each core's share: decoding is work for the processor, and
-three tasks a core let the cores finish together); a capture larger than the target is
-shared by several tasks, each of which reads the whole file and decodes only the conversations
-whose flow hash falls into its share (Pipeline's flow_filter). The hash is CRC-32 of the
-canonical endpoints, the same in every process (Python's hash() is salted per process).
+three tasks a core let the cores finish together, with as many more as make the last round
+one task a core); a capture larger than the target is shared by several tasks, each of which
+reads the whole file and decodes only the conversations whose flow hash falls into its share
+(Pipeline's flow_filter). The hash is CRC-32 of the canonical endpoints, the same in every
+process (Python's hash() is salted per process).
 """
 
 from __future__ import annotations
@@ -68,25 +69,55 @@ def split_size(total: int, parallelism: int, target: int | None = None) -> int:
 
 
 def plan(files: list[tuple[str, int]], parallelism: int, target: int | None = None,
-         max_shares: int | None = None) -> list[Unit]:
-    """Units for (path, size) files, in input order. A file over the split size gets
-    ceil(size / split) shares, at most `max_shares` (default: the parallelism, since every
-    share reads the whole file)."""
+         max_shares: int | None = None, planned: int = 0) -> list[Unit]:
+    """Units for (path, size) files: the shares of each file over the split size, ceil(size /
+    split) of them and at most `max_shares` (default: the parallelism, since every share reads
+    the whole file), then the other files packed in input order. `planned`: tasks of the same
+    job planned elsewhere (byte ranges), which count towards a whole number of rounds."""
     split = split_size(sum(s for _, s in files), parallelism, target)
     cap = max(1, max_shares if max_shares is not None else parallelism)
     units: list[Unit] = []
-    pack: list[Piece] = []
-    packed = 0
+    small: list[Piece] = []
     for path, size in files:
         if size > split and cap > 1:
             n = min(cap, math.ceil(size / split))
             units += [(Piece(path, size, k, n),) for k in range(n)]
-            continue
-        if pack and packed + size > split:
+        else:
+            small.append(Piece(path, size))
+    packs = _packed(small, split)
+    # A last round of fewer tasks than cores leaves cores idle while it runs: as many more
+    # packs as fill it (as the files allow), each smaller.
+    n = min(len(small), len(packs) - (planned + len(units) + len(packs)) % -parallelism)
+    if n > len(packs):
+        even = _even(small, n)
+        if len(even) > len(packs):
+            packs = even
+    return units + packs
+
+
+def _packed(files: list[Piece], split: int) -> list[Unit]:
+    """Files in input order, a pack closed before it would pass the split size."""
+    units: list[Unit] = []
+    pack: list[Piece] = []
+    packed = 0
+    for p in files:
+        if pack and packed + p.size > split:
             units.append(tuple(pack))
             pack, packed = [], 0
-        pack.append(Piece(path, size))
-        packed += size
+        pack.append(p)
+        packed += p.size
     if pack:
         units.append(tuple(pack))
     return units
+
+
+def _even(files: list[Piece], n: int) -> list[Unit]:
+    """Files in input order cut into at most n packs of about equal size: each file in the pack
+    where the middle of its bytes falls (fewer packs where one file spans several)."""
+    total = sum(p.size for p in files) or 1
+    packs: list[list[Piece]] = [[] for _ in range(n)]
+    before = 0
+    for p in files:
+        packs[min(n - 1, (2 * before + p.size) * n // (2 * total))].append(p)
+        before += p.size
+    return [tuple(pack) for pack in packs if pack]

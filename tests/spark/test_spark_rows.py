@@ -184,14 +184,31 @@ def test_plan_packs_small_files_and_shares_big_ones() -> None:
     mb = 1 << 20
     files = [("a", 3 * mb), ("b", 3 * mb), ("big", 300 * mb), ("c", 1 * mb)]
     units = plan(files, parallelism=4, target=5 * mb)
-    assert units[0] == (Piece("a", 3 * mb),)
-    assert [p.share for u in units[1:5] for p in u] == [0, 1, 2, 3]
-    assert all(p.shares == 4 and p.path == "big" for u in units[1:5] for p in u)
-    assert units[5] == (Piece("b", 3 * mb), Piece("c", mb))
+    assert [p.share for u in units[:4] for p in u] == [0, 1, 2, 3]
+    assert all(p.shares == 4 and p.path == "big" for u in units[:4] for p in u)
+    # 5 MB packs would be two ((a), (b, c)); three fill the second round of four tasks
+    assert units[4:] == [(Piece("a", 3 * mb),), (Piece("b", 3 * mb),), (Piece("c", mb),)]
     assert split_size(600 * mb, 2) == 100 * mb and split_size(60 * mb, 2) == 16 * mb  # three a core
     assert split_size(10 << 30, 2) == 128 * mb
     one_core = plan(files, parallelism=1, target=5 * mb)  # nobody to share with: whole files
     assert [[p.path for p in u] for u in one_core] == [["a"], ["b"], ["big"], ["c"]]
+
+
+def test_plan_fills_the_last_round() -> None:
+    """Packs are as many as make the job's tasks a whole number of rounds of one task a core
+    when the files allow it: a last round of one task on two cores leaves a core idle."""
+    mb = 1 << 20
+    parts = [(f"p{i}", 16 * mb) for i in range(8)]
+    greedy = plan(parts, parallelism=2, target=57 * mb)  # 3 + 3 + 2 files by size alone
+    assert [len(u) for u in greedy] == [2, 2, 2, 2]
+    assert [p.path for u in greedy for p in u] == [p for p, _ in parts]  # input order kept
+    assert [len(u) for u in plan(parts, parallelism=2, target=57 * mb, planned=1)] == [3, 3, 2]
+    assert [len(u) for u in plan(parts, parallelism=2, target=57 * mb, planned=4)] == [2, 2, 2, 2]
+    assert len(plan(parts, parallelism=3, target=57 * mb)) == 3  # a whole round already
+    assert len(plan(parts[:2], parallelism=4, target=57 * mb)) == 2  # no more packs than files
+    lopsided = [("a", 1 * mb), ("huge", 40 * mb), ("b", 1 * mb)]  # each file in the pack of its middle
+    assert [[p.path for p in u] for u in plan(lopsided, parallelism=4, target=57 * mb)] == \
+        [["a"], ["huge"], ["b"]]
 
 
 # -- types and values ----------------------------------------------------------------------
