@@ -328,10 +328,9 @@ def text_renderer(no_color: bool, verbose: bool, hexdump: bool, max_bytes: int,
     from kdissect import protocols
     from kdissect.render.text import TextRenderer
 
-    styles = {d.name: d.style for d in protocols.dissectors()}
     if console is None and plain_stdout(no_color):
-        return TextRenderer(None, verbose, hexdump, max_bytes, styles, out=sys.stdout)
-    return TextRenderer(console or make_console(no_color), verbose, hexdump, max_bytes, styles)
+        return TextRenderer(None, verbose, hexdump, max_bytes, protocols.styles(), out=sys.stdout)
+    return TextRenderer(console or make_console(no_color), verbose, hexdump, max_bytes, protocols.styles())
 
 
 def plain_stdout(no_color: bool) -> bool:

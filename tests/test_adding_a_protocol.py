@@ -1,5 +1,5 @@
 """Adding a protocol is one package and one line in kdissect/protocols.py: a toy protocol
-(tests/toyproto), registered by that one line, shows in read, export, display filters,
+(tests/toyproto: its about.py and its dissector), registered by that one line, shows in read, export, display filters,
 `kdissect fields`, `kdissect protocols` and the Spark rows and schema."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from pcapgen import Pkt, TcpConn, ethernet, write_pcap
+from toyproto.about import ABOUT
 from toyproto.dissector import DISSECTOR as TOY
 
 from kdissect import protocols
@@ -25,8 +26,7 @@ def _toy(op: int, ident: int, text: str) -> bytes:
 
 @pytest.fixture
 def toy_capture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    builtin = protocols.dissectors
-    monkeypatch.setattr(protocols, "dissectors", lambda: [*builtin(), TOY])  # the registration line
+    monkeypatch.setattr(protocols, "PROTOCOLS", (*protocols.PROTOCOLS, ABOUT))  # the registration line
     c = TcpConn(sport=7777)
     pkts = c.handshake()
     pkts += [c.segment(True, _toy(1, 7, "hello")), c.segment(False, _toy(1, 7, "hello")),

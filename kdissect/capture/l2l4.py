@@ -9,8 +9,8 @@ _l2l4.pyx (see kdissect/accel.py).
 
 from __future__ import annotations
 
-import socket
 import struct
+from _socket import AF_INET, AF_INET6, inet_ntop  # socket's C half: socket.py's enums cost a ms to build
 from collections.abc import Callable
 
 from kdissect import accel
@@ -187,8 +187,8 @@ def _tcp(frame: RawFrame, d: bytes, off: int, end: int, src: bytes, dst: bytes) 
 
 def format_addr(addr: bytes, port: int) -> str:
     if len(addr) == 4:
-        return f"{socket.inet_ntop(socket.AF_INET, addr)}:{port}"
-    return f"[{socket.inet_ntop(socket.AF_INET6, addr)}]:{port}"
+        return f"{inet_ntop(AF_INET, addr)}:{port}"
+    return f"[{inet_ntop(AF_INET6, addr)}]:{port}"
 
 
 accel.bind(globals(), "kdissect.capture._l2l4", ("decode",))

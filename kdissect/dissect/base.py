@@ -1,6 +1,7 @@
 """The Dissector interface and the per-PDU decode boundary.
 
-A dissector is a stateless object listed in kdissect/protocols.py. Per-conversation
+A dissector is a stateless object, listed in kdissect/protocols.py by its package's about.py
+(imported the first time a conversation needs it). Per-conversation
 state (pending requests, negotiated versions) lives in the object its `new_state()` returns.
 """
 
@@ -8,15 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from kdissect.diagnostics import Catalogue
-from kdissect.dissect.keyinfo import KeyInfo
 from kdissect.dissect.matcher import Matcher, Pool
 from kdissect.dissect.partial import take_partial
 from kdissect.errors import DecodeError
 from kdissect.framing.length_prefixed import Framer
 from kdissect.model import Message, undecoded
+
+if TYPE_CHECKING:
+    from kdissect.dissect.keyinfo import KeyInfo
 
 
 @dataclass(frozen=True, slots=True)

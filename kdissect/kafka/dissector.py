@@ -3,12 +3,14 @@ body decoder."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kdissect.dissect.base import Budget, ConversationState, Options
-from kdissect.dissect.keyinfo import KeyInfo
 from kdissect.errors import DecodeError
 from kdissect.framing.length_prefixed import Framer, LengthPrefixedFramer
 from kdissect.kafka import body as kbody
-from kdissect.kafka import fieldkeys, hooks, topicids
+from kdissect.kafka import hooks, topicids
+from kdissect.kafka.about import ABOUT
 from kdissect.kafka.apis import APIS
 from kdissect.kafka.body import decode_body
 from kdissect.kafka.columns import COLUMNS
@@ -27,6 +29,9 @@ from kdissect.kafka.summary import short
 from kdissect.model import Field, Group, Message, Severity
 from kdissect.text import cut, plural
 from kdissect.wire.reader import WireReader
+
+if TYPE_CHECKING:
+    from kdissect.dissect.keyinfo import KeyInfo
 
 PRODUCE = 0
 SASL_HANDSHAKE = 17
@@ -77,11 +82,11 @@ def _request_fit(request: bytes, trailing: float) -> float:
 
 
 class KafkaDissector:
-    name = "kafka"
-    title = "Kafka"
-    ports: tuple[int, ...] = (9092,)
+    name = ABOUT.name  # what the registry knows before importing this module (about.py)
+    title = ABOUT.title
+    ports = ABOUT.ports
+    style = ABOUT.style
     max_frame = MAX_FRAME
-    style = "cyan"
     columns = COLUMNS
     diagnostics = DIAGNOSTICS
     # Topic ids learned on one connection name topics on another (kafka/topicids.py).
@@ -100,15 +105,23 @@ class KafkaDissector:
         where = f" ({short_source(apis.SPEC_SOURCE)})" if apis.SPEC_SOURCE else ""
         return f"Apache Kafka {apis.SPEC_VERSION} message specifications{where}, {keys}"
 
+    # The key tables (kafka/fieldkeys.py) are imported by what lists or filters keys only.
+
     def field_keys(self) -> list[KeyInfo] | None:
+        from kdissect.kafka import fieldkeys
+
         return fieldkeys.field_keys()
 
     def field_aliases(self) -> dict[str, tuple[str, tuple[str, ...]]]:
         """Wireshark's Kafka field names: name -> (message kind or "", target keys)."""
+        from kdissect.kafka import fieldkeys
+
         return fieldkeys.aliases()
 
     def value_names(self, path: str) -> tuple[str, ...] | None:
         """The symbolic names an enum key's values compare with, or None."""
+        from kdissect.kafka import fieldkeys
+
         return fieldkeys.value_names(path)
 
     # -- detection ---------------------------------------------------------------------

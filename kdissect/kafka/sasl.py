@@ -6,7 +6,6 @@ unknown mechanism, bytes that do not parse) is kept as one raw field."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from kdissect.dissect.base import Options
@@ -203,6 +202,8 @@ def _oauth_kv(kv: bytes, at: int, opts: Options) -> Field:
 
 def _oauth_server(text: str, offset: int) -> list[Field] | None:
     """An error status as JSON ({"status": ..., "scope": ..., "openid-configuration": ...})."""
+    import json  # (only here: a Kafka capture without this error does not load it)
+
     try:
         doc = json.loads(text)
         if not isinstance(doc, dict):

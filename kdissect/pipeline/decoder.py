@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kdissect.dissect.base import CaptureState, Dissector, Options, run_dissector
 from kdissect.model import Match, Message, Pdu
@@ -18,9 +18,12 @@ from kdissect.pipeline.decoding import Decoding
 from kdissect.pipeline.detect import DissectorRegistry, choose, first_bytes, undecidable
 from kdissect.pipeline.output import Output
 from kdissect.stream.flow import Conversation, Endpoint
-from kdissect.stream.reassembly import Data, Event
-from kdissect.tls.connection import TlsConnection, starts_tls
-from kdissect.tls.keylog import KeyLog
+from kdissect.stream.reassembly import Buffered, Data, Event
+from kdissect.tls.records import starts_tls
+
+if TYPE_CHECKING:
+    from kdissect.tls.connection import TlsConnection
+    from kdissect.tls.keylog import KeyLog
 
 FlowFilter = Callable[[Endpoint, Endpoint], bool]
 
@@ -56,7 +59,7 @@ class Decoder:
         self.observers = list(observers)
         self.skipped: set[int] = set()  # indices of open conversations flow_filter rejected
         self.given_up: dict[int, str] = {}  # open conversations detection gave up on -> first_bytes
-        self.keylog = KeyLog(opts.tls_keylog) if opts.tls_keylog else None
+        self.keylog = _keylog(opts.tls_keylog) if opts.tls_keylog else None
         # what the dissectors learn over the capture (dissect/base.py)
         self.shared = shared if shared is not None else CaptureState()
         # Conversations another worker outputs, decoded for what they teach.
@@ -72,7 +75,7 @@ class Decoder:
     def events(self, conv: Conversation[Decoding], side: int, events: list[Event]) -> None:
         tls = conv.tls
         if tls is None and conv.app is None and not any(conv.held_bytes) and _starts_tls(events):
-            tls = conv.tls = TlsConnection(self.keylog, conv.reasm[side].pool)
+            tls = conv.tls = _tls_connection(self.keylog, conv.reasm[side].pool)
         if tls is not None:
             events = tls.feed(side, events)
             if conv.client is None and tls.client is not None:
@@ -183,3 +186,18 @@ def _starts_tls(events: list[Event]) -> bool:
         if isinstance(ev, Data):
             return starts_tls(ev.data)
     return False
+
+
+# The TLS layer is imported with the first conversation that starts with a TLS record, or for a
+# key log: plain traffic does not load it.
+
+def _keylog(path: str) -> KeyLog:
+    from kdissect.tls.keylog import KeyLog
+
+    return KeyLog(path)
+
+
+def _tls_connection(keylog: KeyLog | None, pool: Buffered) -> TlsConnection:
+    from kdissect.tls.connection import TlsConnection
+
+    return TlsConnection(keylog, pool)

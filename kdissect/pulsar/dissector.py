@@ -9,13 +9,15 @@ it are decoded by the table-driven wire walker (protowire.py) from schema_table.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kdissect.dissect.base import MALFORMED_MARK, Budget, ConversationState, Options
-from kdissect.dissect.keyinfo import KeyInfo
 from kdissect.dissect.partial import take_partial
 from kdissect.errors import BadLength, DecodeError, Truncated
 from kdissect.framing.length_prefixed import Framer, LengthPrefixedFramer
 from kdissect.model import RAW, Field, Message
 from kdissect.pulsar import match
+from kdissect.pulsar.about import ABOUT
 from kdissect.pulsar.columns import COLUMNS
 from kdissect.pulsar.commands import BODY, CREDENTIAL_COMMANDS, SECRETS, TYPE_NAMES
 from kdissect.pulsar.conversation import PulsarConversation, remember
@@ -26,6 +28,9 @@ from kdissect.pulsar.summary import error_of, short, summarize
 from kdissect.text import plural
 from kdissect.wire.reader import WireReader
 from kdissect.wire.varint import uvarint_at
+
+if TYPE_CHECKING:
+    from kdissect.dissect.keyinfo import KeyInfo
 
 # Pulsar's default maxMessageSize is 5 MB; a frame may exceed it by the broker's 10 KB padding
 # for the command and metadata around the payload.
@@ -50,11 +55,11 @@ def _probe_type(head: bytes) -> tuple[int, int] | None:
 
 
 class PulsarDissector:
-    name = "pulsar"
-    title = "Pulsar"
-    ports: tuple[int, ...] = (6650, 6651)
+    name = ABOUT.name  # what the registry knows before importing this module (about.py)
+    title = ABOUT.title
+    ports = ABOUT.ports
+    style = ABOUT.style
     max_frame = MAX_FRAME
-    style = "magenta"
     columns = COLUMNS
     diagnostics = DIAGNOSTICS
     learns_across_conversations = False

@@ -9,7 +9,7 @@ integers beyond 64 bits (varints, JSON numbers in RocketMQ headers), dict keys t
 strings with lone surrogates, nesting deeper than orjson's limit, and floats orjson writes in
 another form (1e-05 and 1e-07 are `0.00001` and `1e-7` for orjson; an orjson that writes other
 floats otherwise, as those before 3.11.7 wrote 1e+16 as `1e16`, is found at import and then the
-standard library encodes everything).
+standard library encodes everything). orjson is imported with the first text encoded so.
 
 Two things differ from the standard library on purpose: non-finite floats (NaN, ±inf from a
 float64 on the wire) are null, never the invalid `NaN`/`Infinity`; and a lone surrogate in a
@@ -20,19 +20,14 @@ orjson, str(member) for json; kdissect puts none in its output.
 
 from __future__ import annotations
 
-import base64
 import binascii
-import json
 import math
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import orjson
-
 from kdissect import accel
 from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, Column, Field, Message, Row
-from kdissect.render.positions import message_positions
 from kdissect.text import plural
 
 _WHITESPACE = {ord("\t"): None, ord("\r"): None, ord("\n"): None}
@@ -209,6 +204,8 @@ def export_dict(m: Message, max_bytes: int = 256, positions: bool = False) -> di
     (render/positions.py)."""
     out = message_dict(m, max_bytes)
     if positions:
+        from kdissect.render.positions import message_positions
+
         out["positions"] = message_positions(m)
     return out
 
@@ -222,7 +219,7 @@ def export_json(m: Message, max_bytes: int = 256, positions: bool = False) -> by
 
 def _default(o: Any) -> Any:
     if isinstance(o, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(o)).decode()
+        return binascii.b2a_base64(bytes(o), newline=False).decode()  # (base64.b64encode)
     # Subclasses that orjson leaves to default and json writes as their base type.
     if isinstance(o, float):
         return float(o)
@@ -231,8 +228,6 @@ def _default(o: Any) -> Any:
     return str(o)
 
 
-# datetime, date, time and dataclasses go through _default (str(o)), as with json.dumps.
-_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 # orjson's forms of the floats it writes unlike repr(): 1e-5 <= |x| < 1e-4 positionally
 # ("0.00001"), 1e-9 <= |x| < 1e-6 with a one-digit exponent ("1e-7" for repr's "1e-07").
 _SHORT_EXPONENT = re.compile(rb"e-[6-9](?:[,\]}]|\Z)")
@@ -248,6 +243,8 @@ def _odd_floats(out: bytes) -> bool:
 def _orjson_floats_known() -> bool:
     """Whether every float orjson writes unlike repr() is one _odd_floats flags, over the
     decades where notations switch and exponents of one to three digits."""
+    import orjson
+
     values = [0.0, -0.0, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, 0.1, 1 / 3]
     for e in (*range(-12, 22), -99, -100, -101, 99, 100, 101, -300, 300):
         values += [float(f"1e{e}"), float(f"-1.2345678901234567e{e}"), float(f"9.5e{e}")]
@@ -274,6 +271,8 @@ def _finite_key(k: Any) -> Any:
 
 def _stdlib_dumps(d: Any) -> str:
     """The standard library's text of d, non-finite floats as null."""
+    import json
+
     try:
         return json.dumps(d, ensure_ascii=False, default=_default, separators=(",", ":"), allow_nan=False)
     except ValueError as e:
@@ -283,15 +282,30 @@ def _stdlib_dumps(d: Any) -> str:
                       allow_nan=False)
 
 
-_ORJSON_FLOATS_KNOWN = _orjson_floats_known()
+# orjson, and whether it writes floats as _odd_floats expects: found when the first text is
+# encoded here (the compiled writer, message_json, writes nearly every message without them).
+_ORJSON_FLOATS_KNOWN: bool | None = None
+_orjson: Any = None
+_ORJSON_OPTIONS = 0
+
+
+def _load_orjson() -> None:
+    global _ORJSON_FLOATS_KNOWN, _orjson, _ORJSON_OPTIONS
+    import orjson
+
+    # datetime, date, time and dataclasses go through _default (str(o)), as with json.dumps.
+    _orjson, _ORJSON_OPTIONS = orjson, orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+    _ORJSON_FLOATS_KNOWN = _orjson_floats_known()
 
 
 def dumps_bytes(d: Any) -> bytes:
     """The compact JSON text of d as UTF-8 (see the module docstring)."""
+    if _ORJSON_FLOATS_KNOWN is None:
+        _load_orjson()
     if _ORJSON_FLOATS_KNOWN:
         try:
-            out = orjson.dumps(d, default=_default, option=_ORJSON_OPTIONS)
-        except orjson.JSONEncodeError:
+            out = _orjson.dumps(d, default=_default, option=_ORJSON_OPTIONS)
+        except _orjson.JSONEncodeError:
             pass
         else:
             if not _odd_floats(out):

@@ -3,13 +3,13 @@ by (initiating side, opaque), bodies by request code, summaries."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kdissect.dissect.base import MALFORMED_MARK, Budget, ConversationState, Options
-from kdissect.dissect.keyinfo import KeyInfo
 from kdissect.errors import BadLength, BadValue, DecodeError, Truncated
 from kdissect.framing.length_prefixed import Framer, LengthPrefixedFramer
 from kdissect.model import ENUM, FLAGS, Field, Message
+from kdissect.rocketmq.about import ABOUT
 from kdissect.rocketmq.bodies import Body, BodyContext, decode_body
 from kdissect.rocketmq.codes import LANGUAGES, REQUEST_CODES
 from kdissect.rocketmq.columns import COLUMNS
@@ -24,7 +24,6 @@ from kdissect.rocketmq.tables import (
     HEADER_FLAGS,
     MAX_FRAME,
     PARTIAL_SUCCESS_CODES,
-    PORTS,
     PULL_STATUS_CODES,
     SERIALIZE_JSON,
     SERIALIZE_ROCKETMQ,
@@ -35,6 +34,9 @@ from kdissect.rocketmq.tables import (
     response_name,
 )
 from kdissect.wire.reader import WireReader
+
+if TYPE_CHECKING:
+    from kdissect.dissect.keyinfo import KeyInfo
 
 MIN_FRAME = 5  # the serialize type and header length, and a header byte (the probe's bound)
 
@@ -86,11 +88,11 @@ def _header_fields(h: Header, is_request: bool) -> list[Field]:
 
 
 class RocketMQDissector:
-    name = "rocketmq"
-    title = "RocketMQ"
-    ports: tuple[int, ...] = PORTS
+    name = ABOUT.name  # what the registry knows before importing this module (about.py)
+    title = ABOUT.title
+    ports = ABOUT.ports
+    style = ABOUT.style
     max_frame = MAX_FRAME
-    style = "yellow"
     columns = COLUMNS
     diagnostics = DIAGNOSTICS
     learns_across_conversations = False

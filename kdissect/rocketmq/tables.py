@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from kdissect.rocketmq.codes import LANGUAGES, REQUEST_CODES, RESPONSE_CODES
 
-PORTS = (9876, 10911, 10909, 10912)
 MAX_FRAME = 16 * 1024 * 1024
 
 SERIALIZE_TYPES = {0: "JSON", 1: "ROCKETMQ"}

@@ -32,12 +32,12 @@ from kdissect.tls.handshake import (
     parse_hello,
 )
 from kdissect.tls.keylog import KeyLog
+from kdissect.tls.records import ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE, HEARTBEAT
 from kdissect.tls.suites import Suite, suite, suite_name, version_name
 
 if TYPE_CHECKING:  # the ciphers (and the cryptography package) load with the first keys
     from kdissect.tls.crypto import Protection
 
-CHANGE_CIPHER_SPEC, ALERT, HANDSHAKE, APPLICATION_DATA, HEARTBEAT = 20, 21, 22, 23, 24
 MAX_RECORD = (1 << 14) + 2048  # the largest TLSCiphertext fragment RFC 5246 allows
 TLS12, TLS13 = 0x0303, 0x0304
 HELLOS = frozenset({CLIENT_HELLO, SERVER_HELLO})
@@ -48,13 +48,6 @@ ALERTS = {0: "close_notify", 10: "unexpected_message", 20: "bad_record_mac", 40:
           50: "decode_error", 51: "decrypt_error", 70: "protocol_version", 71: "insufficient_security",
           80: "internal_error", 90: "user_canceled", 109: "missing_extension", 112: "unrecognized_name",
           116: "certificate_required", 120: "no_application_protocol"}
-
-
-def starts_tls(head: bytes) -> bool:
-    """Whether a conversation's first bytes from one side are a TLS record: a handshake record
-    (a hello) or, for a capture that starts mid-connection, application data. No broker
-    protocol's first four bytes read as such a length (0x16030x.. and 0x17030x.. are hundreds of MB)."""
-    return len(head) >= 5 and head[0] in (HANDSHAKE, APPLICATION_DATA) and head[1] == 3 and head[2] <= 4
 
 
 @dataclass(slots=True)

@@ -370,7 +370,7 @@ def protocol_styles() -> dict[str, str]:
     """Each protocol's colour in the list, as the packet list of `kdissect read` has it."""
     from kdissect import protocols
 
-    return {d.name: d.style for d in protocols.dissectors()}
+    return protocols.styles()
 
 
 def run(store: Store, name: str, display_filter: str | None, live: bool) -> None:

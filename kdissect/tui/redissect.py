@@ -270,7 +270,7 @@ class Replay:
         """Message i dissected again from the spill file; None when it cannot be (`order`)."""
         order = self.order(cols, i)
         proto = cols.protocols.names[cols.proto[i]]
-        dissector = registry.by_name.get(proto)
+        dissector = registry.find(proto)
         if order is None or dissector is None:
             return None
         state = dissector.new_state()

@@ -3,16 +3,21 @@ xid, watch notifications, multi/multiRead, and four-letter admin words on the cl
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kdissect.dissect.base import Budget, ConversationState, Options
-from kdissect.dissect.keyinfo import KeyInfo
 from kdissect.model import Field, Message
 from kdissect.text import plural
 from kdissect.wire.reader import WireReader
-from kdissect.zookeeper import fieldkeys, fourlw, packets, probe, session
+from kdissect.zookeeper import fourlw, packets, probe, session
+from kdissect.zookeeper.about import ABOUT
 from kdissect.zookeeper.columns import COLUMNS
 from kdissect.zookeeper.diagnostics import DIAGNOSTICS
 from kdissect.zookeeper.framer import TextLink, ZkFramer
 from kdissect.zookeeper.jute import Ctx
+
+if TYPE_CHECKING:
+    from kdissect.dissect.keyinfo import KeyInfo
 
 # jute.maxbuffer is 0xfffff by default; servers raise it, rarely beyond a few megabytes.
 MAX_FRAME = 4 * 1024 * 1024
@@ -43,11 +48,11 @@ def _is_binary(data: bytes) -> bool:
 
 
 class ZooKeeperDissector:
-    name = "zookeeper"
-    title = "ZooKeeper"
-    ports: tuple[int, ...] = (2181,)
+    name = ABOUT.name  # what the registry knows before importing this module (about.py)
+    title = ABOUT.title
+    ports = ABOUT.ports
+    style = ABOUT.style
     max_frame = MAX_FRAME
-    style = "green"
     columns = COLUMNS
     diagnostics = DIAGNOSTICS
     learns_across_conversations = False
@@ -65,6 +70,8 @@ class ZooKeeperDissector:
         return None  # its generated tables record no specification version
 
     def field_keys(self) -> list[KeyInfo] | None:
+        from kdissect.zookeeper import fieldkeys  # (only what lists or filters keys needs the table)
+
         return fieldkeys.field_keys()
 
     # -- detection ---------------------------------------------------------------------

@@ -8,17 +8,18 @@ from kdissect.dissect.keyinfo import KeyInfo
 from kdissect.framing.length_prefixed import Framer, LengthPrefixedFramer
 from kdissect.model import ENUM, Field, Message
 from kdissect.wire.reader import WireReader
+from toyproto.about import ABOUT
 from toyproto.diagnostics import DIAGNOSTICS
 
 OPS = {1: "ping", 2: "echo"}
 
 
 class ToyDissector:
-    name = "toy"
-    title = "Toy"
-    ports: tuple[int, ...] = (7777,)
+    name = ABOUT.name
+    title = ABOUT.title
+    ports = ABOUT.ports
     max_frame = 1024
-    style = "blue"
+    style = ABOUT.style
     diagnostics = DIAGNOSTICS
     learns_across_conversations = False
     columns: Projection = (

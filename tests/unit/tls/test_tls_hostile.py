@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from tlspeer import run
 
 from kdissect.stream.reassembly import Buffered, Data
-from kdissect.tls.connection import MAX_RECORD, TlsConnection, starts_tls
+from kdissect.tls.connection import MAX_RECORD, TlsConnection
 from kdissect.tls.handshake import MAX_HELLO, MAX_SNI, BadHandshake, HandshakeReader, parse_hello
 from kdissect.tls.keylog import READ_CHUNK, KeyLog
+from kdissect.tls.records import starts_tls
 
 MESSAGES = [(0, b"\x00\x00\x00\x08abcdefgh"), (1, b"\x00\x00\x00\x04wxyz" * 50), (0, b"tail")]
 
