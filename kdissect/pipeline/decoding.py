@@ -4,21 +4,23 @@ decoded. It turns a side's stream events into PDUs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kdissect.dissect.base import CaptureState, ConversationState, Dissector
 from kdissect.framing.length_prefixed import BoundaryProbe, Framer
 from kdissect.model import Pdu
 from kdissect.stream.reassembly import Buffered, Data, Event, Gap
 
 
-@dataclass(slots=True)
 class Decoding:
-    dissector: Dissector
-    state: ConversationState
-    framers: tuple[Framer, Framer]
-    messages: int = 0
-    quiet: bool = False  # decoded only for what it teaches the capture's other conversations
+    # (a plain class: a dataclass costs some 5 M instructions to build at import)
+    __slots__ = ("dissector", "state", "framers", "messages", "quiet")
+
+    def __init__(self, dissector: Dissector, state: ConversationState, framers: tuple[Framer, Framer],
+                 messages: int = 0, quiet: bool = False) -> None:
+        self.dissector = dissector
+        self.state = state
+        self.framers = framers
+        self.messages = messages
+        self.quiet = quiet  # decoded only for what it teaches the capture's other conversations
 
     @classmethod
     def start(cls, dissector: Dissector, client: int, synced: list[bool],
