@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kdissect import accel
 from kdissect.dissect.base import Budget, Options
 from kdissect.errors import DecodeError
 from kdissect.kafka import hooks
@@ -43,6 +44,7 @@ class Body:
 
 
 V0_BODY = DIAGNOSTICS.key("api_versions_v0_body")
+PRODUCE = 0
 
 
 def _raw(r: WireReader, name: str = "body") -> Field:
@@ -87,6 +89,22 @@ def decode_body(api_key: int, version: int, is_request: bool, r: WireReader, opt
     use, diags = body_version(api_key, version, is_request, r)
     if diags:
         out.diagnostics += diags
+    elif api_key == PRODUCE:
+        return decode_produce(version, is_request, r, opts, state, budget)
+    return _planned(out, api_key, version, use, diags, is_request, r, opts, state, budget)
+
+
+def decode_produce(version: int, is_request: bool, r: WireReader, opts: Options,
+                   state: KafkaConversation | None = None, budget: Budget | None = None) -> Body:
+    """decode_body of a Produce body of a version the tables know (the busiest API, one body a
+    message when every record is sent on its own): decoded by its plan. Its compiled twin
+    (kafka/_produce.pyx) reads the usual requests itself and hands the others to this function."""
+    return _planned(Body(), PRODUCE, version, version, [], is_request, r, opts, state, budget)
+
+
+def _planned(out: Body, api_key: int, version: int, use: int, diags: list[Diagnostic], is_request: bool,
+             r: WireReader, opts: Options, state: KafkaConversation | None, budget: Budget | None) -> Body:
+    """decode_body once the version to decode with (`use`) is chosen: the body's plan run."""
     start = r.pos
     ctx = Ctx(opts, state, use, budget)
     try:
@@ -202,3 +220,6 @@ def _facts(out: Body, api_key: int, is_request: bool, ctx: Ctx) -> None:
         if code:
             summary = f"{summary} {error_name(code)}".strip()
     out.summary = summary
+
+
+accel.bind(globals(), "kdissect.kafka._produce", ("decode_produce",))
