@@ -13,6 +13,8 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
 
 from kdissect._model cimport new_field
+from kdissect.dissect.base cimport Budget
+from kdissect.kafka.body cimport Body
 from kdissect.wire._bytes cimport be as _be
 from kdissect.wire._bytes cimport reads_bytes as _reads
 from kdissect.wire.reader cimport WireReader
@@ -23,9 +25,7 @@ from kdissect.model import ARRAY, BYTES, ENUM, RAW, STRUCT, TIME_MS
 # body.py's and its neighbours' objects, looked up on first use (body.py imports this module as
 # it finishes loading).
 cdef object _pure = None
-cdef object Body = None
 cdef object _ops = None
-cdef object _Budget = None
 cdef object _short = None
 cdef object ACKS = None
 cdef object ACKS_HINT = None
@@ -37,19 +37,19 @@ cdef object BASE_HINT = None
 cdef object START_HINT = None
 cdef object THROTTLE_HINT = None
 cdef object error_name = None
+cdef object NO_ERROR = None
 cdef Py_ssize_t MAX_NAME = 0
 cdef Py_ssize_t MAX_TOPICS = 0
 
 
 cdef void _load():
-    global _pure, Body, _ops, _Budget, _short, ACKS, ACKS_HINT, ACKS_NAMES, TIMEOUT_HINT, INDEX_HINT
+    global _pure, _ops, _short, ACKS, ACKS_HINT, ACKS_NAMES, TIMEOUT_HINT, INDEX_HINT
     global INDEX_NAMES, MAX_NAME, MAX_TOPICS, BASE_HINT, START_HINT, THROTTLE_HINT, error_name
+    global NO_ERROR
     if _pure is None:
         import kdissect.accel as accel
-        import kdissect.kafka.body as body
         import kdissect.kafka.ops as ops
         import kdissect.kafka.summary as summary
-        from kdissect.dissect.base import Budget
         ACKS_HINT, ACKS_NAMES = ops.display_of("acks")
         TIMEOUT_HINT = ops.display_of("timeout_ms")[0]
         INDEX_HINT, INDEX_NAMES = ops.display_of("index")
@@ -57,13 +57,12 @@ cdef void _load():
         START_HINT = ops.display_of("log_start_offset")[0]
         THROTTLE_HINT = ops.display_of("throttle_time_ms")[0]
         error_name = ops.error_name
+        NO_ERROR = error_name(0)
         ACKS = summary.ACKS
         MAX_TOPICS = summary.MAX_TOPICS
         MAX_NAME = summary.MAX_NAME
         _short = summary.short
-        _Budget = Budget
         _ops = ops
-        Body = body.Body
         _pure = accel.pure("kdissect.kafka.body", "decode_produce")
 
 
@@ -152,6 +151,24 @@ cdef object _records_field(bytes buf, Py_ssize_t start, Py_ssize_t p, int64_t n,
     return f
 
 
+cdef Body _body(list fields, str summary, dict info, list diagnostics):
+    """A Body with its slots set (its __init__ not run)."""
+    cdef Body out = Body.__new__(Body)
+    out.fields, out.summary, out.info, out.diagnostics = fields, summary, info, diagnostics
+    return out
+
+
+cdef inline int _spend(object budget, Py_ssize_t n) except -1:
+    """budget.elements(n), n being at most what is left (checked before)."""
+    cdef Budget b
+    if type(budget) is Budget:
+        b = <Budget>budget
+        b.elements_left = b.elements_left - n
+    else:
+        budget.elements(n)
+    return 0
+
+
 cdef inline str _record_count(object n):
     return f"{n} record" if n == 1 else f"{n} records"
 
@@ -174,7 +191,7 @@ def decode_produce(version, is_request, r, opts, state=None, budget=None):
     w.end = end
     w.flexible = version >= 9
     if budget is None:
-        budget = _Budget(opts)
+        budget = Budget(opts)
     if is_request:
         out = _request(&w, buf, opts, budget)
     else:
@@ -239,15 +256,14 @@ cdef object _request(Reader* w, bytes buf, object opts, object budget):
         return None
 
     # The tree, in the order (and with the budget's calls) of the plan.
-    out = Body()
     txn = None if txn_n == -1 else _text(w, txn_p, txn_n)
     kids = [new_field("transactional_id", txn, txn_at, acks_at - txn_at, None, None, None, None),
             new_field("acks", acks, acks_at, 2, None, ACKS_HINT,
                       None if ACKS_NAMES is None else ACKS_NAMES.get(acks), None),
             new_field("timeout_ms", timeout, acks_at + 2, 4, None, TIMEOUT_HINT, None, None)]
-    budget.elements(1)
+    _spend(budget, 1)
     name = _text(w, name_p, name_n)
-    budget.elements(nparts)
+    _spend(budget, nparts)
     cdef list diags = []
     cdef list counts = []
     cdef list part_fields = []
@@ -262,15 +278,11 @@ cdef object _request(Reader* w, bytes buf, object opts, object budget):
         new_field("partition_data", None, parts_at, parts_end - parts_at, part_fields, ARRAY, None, None)],
         STRUCT, None, None)
     kids.append(new_field("topic_data", None, topics_at, topic_end - topics_at, [topic], ARRAY, None, None))
-    out.fields = kids
-    if diags:
-        out.diagnostics = diags
-    out.info = {"topics": [name], "topic": name}
     shown = []
     for (part_at, index, rec_at, rec_p, n, rec_end, part_end), count in zip(parts, counts):
         shown.append(str(index) if count is None else f"{index}:{_record_count(count)}")
-    out.summary = f"acks={ACKS.get(acks, acks)} {_label(name)}[{', '.join(shown)}]"
-    return out
+    return _body(kids, f"acks={ACKS.get(acks, acks)} {_label(name)}[{', '.join(shown)}]",
+                 {"topics": [name], "topic": name}, diags)
 
 
 cdef inline str _label(str name):
@@ -340,17 +352,16 @@ cdef object _response(Reader* w, int version, object budget):
     if not _no_tags(w) or w.pos != w.end or budget.elements_left < elements:
         return None
 
-    out = Body()
     cdef const unsigned char* d = w.d
     cdef list names = []
     cdef list shown = []
     cdef list errors = []
     cdef list topic_fields = []
-    budget.elements(ntopics)
+    _spend(budget, ntopics)
     for topic_at, name_p, name_n, parts_at, parts, parts_end, topic_end in topics:
         name = _text(w, name_p, name_n)
         names.append(name)
-        budget.elements(len(parts))
+        _spend(budget, len(parts))
         offsets = []
         part_fields = []
         for part_at, errors_at, msg_at, msg_p, msg_n, part_end in parts:
@@ -360,7 +371,7 @@ cdef object _response(Reader* w, int version, object budget):
             base = _int64(d + p + 6)
             kids = [new_field("index", index, p, 4, None, INDEX_HINT,
                               None if INDEX_NAMES is None else INDEX_NAMES.get(index), None),
-                    new_field("error_code", code, p + 4, 2, None, ENUM, error_name(code), None),
+                    new_field("error_code", code, p + 4, 2, None, ENUM, error_name(code) if code else NO_ERROR, None),
                     new_field("base_offset", base, p + 6, 8, None, BASE_HINT, None, None),
                     new_field("log_append_time_ms", _int64(d + p + 14), p + 14, 8, None, TIME_MS, None, None)]
             if code:
@@ -369,7 +380,7 @@ cdef object _response(Reader* w, int version, object budget):
                 kids.append(new_field("log_start_offset", _int64(d + p + 22), p + 22, 8, None, START_HINT,
                                       None, None))
             if v8:
-                budget.elements(0)
+                _spend(budget, 0)
                 kids.append(new_field("record_errors", None, errors_at, msg_at - errors_at, [], ARRAY, None, None))
                 message = None if msg_n == -1 else _text(w, msg_p, msg_n)
                 kids.append(new_field("error_message", message, msg_at, msg_p - msg_at + (msg_n if msg_n > 0 else 0),
@@ -383,9 +394,9 @@ cdef object _response(Reader* w, int version, object budget):
             new_field("partition_responses", None, parts_at, parts_end - parts_at, part_fields, ARRAY, None, None)],
             STRUCT, None, None))
     throttle = <int32_t>(<uint32_t>_be(d + throttle_at, 4))
-    out.fields = [new_field("responses", None, topics_at, topics_end - topics_at, topic_fields, ARRAY, None, None),
+    fields = [new_field("responses", None, topics_at, topics_end - topics_at, topic_fields, ARRAY, None, None),
                   new_field("throttle_time_ms", throttle, throttle_at, 4, None, THROTTLE_HINT, None, None)]
-    info = out.info
+    cdef dict info = {}
     if names:
         kept = [names[0]] if len(names) == 1 else list(dict.fromkeys(names))
         info["topics"] = kept
@@ -395,5 +406,4 @@ cdef object _response(Reader* w, int version, object budget):
     code = errors[0] if errors else 0
     info["error_code"] = code
     info["error"] = error_name(code) if code else None
-    out.summary = f"{summary} {error_name(code)}".strip() if code else summary
-    return out
+    return _body(fields, f"{summary} {error_name(code)}".strip() if code else summary, info, [])

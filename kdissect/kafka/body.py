@@ -45,6 +45,7 @@ class Body:
 
 V0_BODY = DIAGNOSTICS.key("api_versions_v0_body")
 PRODUCE = 0
+PRODUCE_LOWEST, PRODUCE_NEWEST = APIS[PRODUCE].lowest, APIS[PRODUCE].newest
 
 
 def _raw(r: WireReader, name: str = "body") -> Field:
@@ -79,6 +80,8 @@ def decode_body(api_key: int, version: int, is_request: bool, r: WireReader, opt
     """Decode the body that follows the header; never raises. `state`: the conversation's (None
     outside one); `budget`: the message's allowance of elements and decompressed bytes (a new
     one when None)."""
+    if api_key == PRODUCE and PRODUCE_LOWEST <= version <= PRODUCE_NEWEST:
+        return decode_produce(version, is_request, r, opts, state, budget)  # (body_version says nothing)
     out = Body()
     if api_key not in APIS or version < 0:
         out.diagnostics.append(DIAGNOSTICS("unknown_api",
@@ -89,8 +92,6 @@ def decode_body(api_key: int, version: int, is_request: bool, r: WireReader, opt
     use, diags = body_version(api_key, version, is_request, r)
     if diags:
         out.diagnostics += diags
-    elif api_key == PRODUCE:
-        return decode_produce(version, is_request, r, opts, state, budget)
     return _planned(out, api_key, version, use, diags, is_request, r, opts, state, budget)
 
 

@@ -30,6 +30,8 @@ from kdissect.pipeline import dissect_file
 from kdissect.protocols import DissectorRegistry
 from kdissect.wire.reader import WireReader
 
+if accel.PURE:  # the twin lays out body.py's and base.py's extension types, which KDISSECT_PURE=1 replaces
+    pytest.skip("KDISSECT_PURE=1: the twin is not used", allow_module_level=True)
 _twin = pytest.importorskip("kdissect.kafka._produce", reason="the compiled module kdissect.kafka._produce is not built")
 
 PURE = accel.pure("kdissect.kafka.body", "decode_produce")
@@ -186,14 +188,12 @@ def corpus() -> list[tuple[int, bool, bytes]]:
 
 # -- tests -----------------------------------------------------------------------------------
 
-def test_the_twin_is_what_body_binds_unless_pure() -> None:
-    assert body.decode_produce is (PURE if accel.PURE else COMPILED)
+def test_the_twin_is_what_body_binds() -> None:
+    assert body.decode_produce is COMPILED
 
 
 def test_the_usual_bodies_take_the_shortcut(monkeypatch: pytest.MonkeyPatch) -> None:
     """A request of one topic and a response without record errors are read without their plan."""
-    if accel.PURE:
-        pytest.skip("KDISSECT_PURE=1: the twin is not bound and the reader is the pure one")
     expected = {(v, req): same(v, req, data) for v, req, data in made()[:1] + made()[7:8]}
 
     def no_plan(*args: Any) -> Any:
