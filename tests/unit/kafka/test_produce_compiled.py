@@ -171,7 +171,7 @@ def made() -> list[tuple[int, bool, bytes]]:
             (v, True, request(v, None, -1, [("a", [(0, one)])]) + b"\x00"),
             (v, True, request(v, None, -1, [])),
             (v, False, response(v, [("bench-topic-0", [(0, 0, 0, [], None)])])),
-            (v, False, response(v, [("a", [(0, 0, 5, [], None), (1, 6, -1, [], "not leader")]),
+            (v, False, response(v, [("a", [(0, 0, 5, [], None), (1, 6, -1, [], "not leader"), (2, 0, 1, [], "x")]),
                                     ("a", [(2, 0, 9, [], "")])])),
             (v, False, response(v, [(f"t{i}", [(i, 0, i, [], None)]) for i in range(7)])),
             (v, False, response(v, [(long_name, [(0, 87, 1, ["bad", None], "invalid record")])])),
@@ -294,7 +294,8 @@ def test_generated_requests(version: int, txn: str | None, acks: int,
 
 
 partitions = st.lists(st.tuples(st.integers(-(1 << 31), (1 << 31) - 1), st.integers(-(1 << 15), (1 << 15) - 1),
-                                st.integers(-(1 << 63), (1 << 63) - 1), st.lists(st.none() | names, max_size=2),
+                                st.integers(-(1 << 63), (1 << 63) - 1),
+                                st.just([]) | st.lists(st.none() | names, min_size=1, max_size=2),
                                 st.none() | names), max_size=3)
 
 
