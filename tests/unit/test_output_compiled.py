@@ -59,6 +59,17 @@ class SubRow(Row):
     __slots__ = ()
 
 
+class OddBytes(bytes):
+    pass
+
+
+# What a Row's column may hold besides a Field: the plain values and others (a bytes subclass
+# is not counted as bytes, a list is a column like any other).
+_COLUMN_VALUES = st.one_of(st.integers(), st.binary(max_size=32), st.none(), st.text(max_size=8),
+                           st.booleans(), st.floats(allow_nan=False), st.binary(max_size=8).map(OddBytes),
+                           st.lists(st.integers(), max_size=2))
+
+
 def _tree(draw: Any, depth: int) -> Field:
     kind = draw(st.sampled_from(["leaf", "struct", "row", "subfield", "subrow"] if depth else ["leaf"]))
     if kind == "leaf":
@@ -67,7 +78,7 @@ def _tree(draw: Any, depth: int) -> Field:
         kids = [_tree(draw, depth - 1) for _ in range(draw(st.integers(0, 3)))]
         cls = Field if kind == "struct" else SubField
         return cls("s", None, 0, 1, kids if kids or draw(st.booleans()) else None, STRUCT)
-    values = tuple(_tree(draw, depth - 1) if draw(st.booleans()) else draw(st.integers())
+    values = tuple(_tree(draw, depth - 1) if draw(st.booleans()) else draw(_COLUMN_VALUES)
                    for _ in range(draw(st.integers(0, 3))))
     cls = Row if kind == "row" else SubRow
     row = cls("r", tuple((f"c{i}", None) for i in range(len(values))), values, None)
