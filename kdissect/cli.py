@@ -212,18 +212,17 @@ def _write_json(messages: Iterable[Message], fmt: str, output: str | None, max_b
                 positions: bool) -> None:
     """The messages as a JSON array (`json`) or JSON Lines (`jsonl`); `positions`: with the
     place of each field in the message's bytes."""
-    from kdissect.render.jsonout import export_json
+    from kdissect.render.jsonout import export_json, export_line
 
     with _open_output(output, binary=True) as out:
         first = True
         if fmt == "json":
             out.write(b"[")
         for m in messages:
-            line = export_json(m, max_bytes, positions)
             if fmt == "json":
-                out.write((b"\n" if first else b",\n") + line)
+                out.write((b"\n" if first else b",\n") + export_json(m, max_bytes, positions))
             else:
-                out.write(line + b"\n")
+                out.write(export_line(m, max_bytes, positions))
             first = False
         if fmt == "json":
             out.write(b"\n]\n" if not first else b"]\n")

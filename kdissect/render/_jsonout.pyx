@@ -40,6 +40,7 @@ from kdissect.render._time cimport round9, thousandths
 from kdissect.wire._decimal cimport decimal
 
 from binascii import b2a_base64 as _b2a_base64
+from sys import intern as _intern
 
 from kdissect.model import ARRAY, BYTES, ENUM, FLAGS, RAW, STRUCT, Field, Row
 from kdissect.text import plural
@@ -313,7 +314,9 @@ cdef _Plan _new_row_plan(object columns):
     except Exception:  # a column that is no (name, hint) pair: Python's own exception
         _pure("_row_plan")(columns)
         raise
-    texts = [name + "_text" if how == _BYTES_OR_FIELD and type(name) is str else None for name, how in pairs]
+    # (interned: the writer keeps the texts of interned keys where it finds them first)
+    texts = [_intern(name + "_text") if how == _BYTES_OR_FIELD and type(name) is str else None
+             for name, how in pairs]
     keys = [name for name, _ in pairs] + [t for t in texts if t is not None]
     cdef _Plan out = _Plan.__new__(_Plan)
     out.pairs = tuple(pairs)
@@ -640,10 +643,28 @@ cdef extern from *:
 
 cdef extern from *:
     """
+    /* SSE2 (every x86-64 processor has it): 16 bytes a test. */
+    #if defined(__SSE2__) || defined(_M_X64)
+    #include <emmintrin.h>
+    #define KDISSECT_SSE2 1
+    #endif
+
     /* The number of bytes at the start of the n at p that need no escape in a JSON string. */
     static Py_ssize_t kdissect_json_plain(const unsigned char *p, Py_ssize_t n) {
         Py_ssize_t i = 0;
         unsigned char c;
+    #ifdef KDISSECT_SSE2
+        const __m128i ctl = _mm_set1_epi8(0x1F), quote = _mm_set1_epi8(0x22), backslash = _mm_set1_epi8(0x5C);
+        __m128i w, bad;
+        for (; n - i >= 16; i += 16) {
+            w = _mm_loadu_si128((const __m128i *)(p + i));
+            /* below 0x20 (unsigned: min(w, 0x1F) == w), '"' or backslash */
+            bad = _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(w, ctl), w),
+                               _mm_or_si128(_mm_cmpeq_epi8(w, quote), _mm_cmpeq_epi8(w, backslash)));
+            if (_mm_movemask_epi8(bad))
+                break;
+        }
+    #endif
         while (n - i >= 8 && kdissect_json_plain8(p + i))
             i += 8;
         for (; i < n; i++) {
@@ -655,12 +676,27 @@ cdef extern from *:
     }
 
     /* The number of bytes at the start of the n at p that are printable ASCII (0x20-0x7E) and
-       need no escape in a JSON string (neither '"' nor backslash): text written as it is. */
-    static Py_ssize_t kdissect_json_text(const unsigned char *p, Py_ssize_t n) {
+       need no escape in a JSON string (neither '"' nor backslash), copied to o as they are
+       tested (o has room for n): text written as it is. */
+    static Py_ssize_t kdissect_json_text(const unsigned char *p, Py_ssize_t n, char *o) {
         const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
         Py_ssize_t i = 0;
         uint64_t w, d, q, s;
         unsigned char c;
+    #ifdef KDISSECT_SSE2
+        /* 0x20-0x7E: above 0x1F and below 0x7F as signed bytes (from 0x80 up they are negative) */
+        const __m128i ctl = _mm_set1_epi8(0x1F), del = _mm_set1_epi8(0x7F);
+        const __m128i quote = _mm_set1_epi8(0x22), backslash = _mm_set1_epi8(0x5C);
+        __m128i x, ok, bad;
+        for (; n - i >= 16; i += 16) {
+            x = _mm_loadu_si128((const __m128i *)(p + i));
+            ok = _mm_and_si128(_mm_cmpgt_epi8(x, ctl), _mm_cmplt_epi8(x, del));
+            bad = _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash));
+            if (_mm_movemask_epi8(_mm_andnot_si128(bad, ok)) != 0xFFFF)
+                break;
+            _mm_storeu_si128((__m128i *)(o + i), x);
+        }
+    #endif
         for (; n - i >= 8; i += 8) {
             memcpy(&w, p + i, 8);
             d = w ^ (ones * 0x7F);
@@ -668,11 +704,13 @@ cdef extern from *:
             s = w ^ (ones * 0x5C);
             if ((w | ((w - ones * 0x20) & ~w) | ((d - ones) & ~d) | ((q - ones) & ~q) | ((s - ones) & ~s)) & highs)
                 break;
+            memcpy(o + i, &w, 8);
         }
         for (; i < n; i++) {
             c = p[i];
             if (c < 0x20 || c >= 0x7F || c == 0x22 || c == 0x5C)
                 break;
+            o[i] = (char)c;
         }
         return i;
     }
@@ -695,8 +733,43 @@ cdef extern from *:
     }
 
     /* Base64 (RFC 4648, padded) of the n bytes at d, written at o: 4 * ((n + 2) / 3) bytes, whose
-       room the caller has made. Each 12 bits give two characters from one table. */
+       room the caller has made. Each 12 bits give two characters from one table; where the
+       processor has SSSE3 (tested once, kdissect_b64_init), 12 bytes at a time in a vector. */
     static char kdissect_b64_pairs[4096][2];
+    static int kdissect_b64_vector = 0;
+
+    #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+    #include <tmmintrin.h>
+    #define KDISSECT_B64_SSSE3 1
+    /* The whole groups of 12 bytes of the n at d (while 16 can be read: a load takes 16) as 16
+       characters each at o; returns the number of bytes encoded. Mula and Lemire's method
+       ("Faster Base64 Encoding and Decoding using AVX2 Instructions", 2018): each 3 bytes
+       spread over a 32-bit lane, the four 6-bit indices moved to one byte each by two
+       multiplications, and each index turned into its character by adding the offset of its
+       range (A-Z, a-z, 0-9, +, /), looked up with a byte shuffle. */
+    __attribute__((target("ssse3")))
+    static Py_ssize_t kdissect_b64_ssse3(const unsigned char *d, Py_ssize_t n, char *o) {
+        const __m128i spread = _mm_set_epi8(10, 11, 9, 10, 7, 8, 6, 7, 4, 5, 3, 4, 1, 2, 0, 1);
+        const __m128i mask_ac = _mm_set1_epi32(0x0fc0fc00), mul_ac = _mm_set1_epi32(0x04000040);
+        const __m128i mask_bd = _mm_set1_epi32(0x003f03f0), mul_bd = _mm_set1_epi32(0x01000010);
+        const __m128i offsets = _mm_setr_epi8('a' - 26, '0' - 52, '0' - 52, '0' - 52, '0' - 52, '0' - 52,
+                                              '0' - 52, '0' - 52, '0' - 52, '0' - 52, '0' - 52, '+' - 62,
+                                              '/' - 63, 'A', 0, 0);
+        const __m128i n51 = _mm_set1_epi8(51), n26 = _mm_set1_epi8(26), n13 = _mm_set1_epi8(13);
+        __m128i in, idx, r;
+        Py_ssize_t i = 0;
+        for (; n - i >= 16; i += 12, o += 16) {
+            in = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(d + i)), spread);
+            idx = _mm_or_si128(_mm_mulhi_epu16(_mm_and_si128(in, mask_ac), mul_ac),
+                               _mm_mullo_epi16(_mm_and_si128(in, mask_bd), mul_bd));
+            /* 0-25 -> 13, 26-51 -> 0, 52-61 -> 1-10, 62 -> 11, 63 -> 12: the range's offset */
+            r = _mm_or_si128(_mm_subs_epu8(idx, n51), _mm_and_si128(_mm_cmpgt_epi8(n26, idx), n13));
+            _mm_storeu_si128((__m128i *)o, _mm_add_epi8(idx, _mm_shuffle_epi8(offsets, r)));
+        }
+        return i;
+    }
+    #endif
+
     static void kdissect_b64_init(void) {
         static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         int i;
@@ -704,12 +777,22 @@ cdef extern from *:
             kdissect_b64_pairs[i][0] = a[i >> 6];
             kdissect_b64_pairs[i][1] = a[i & 63];
         }
+    #ifdef KDISSECT_B64_SSSE3
+        __builtin_cpu_init();
+        kdissect_b64_vector = __builtin_cpu_supports("ssse3");
+    #endif
     }
     static char *kdissect_b64(const unsigned char *d, Py_ssize_t n, char *o) {
         static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         Py_ssize_t i = 0;
         uint32_t w;
         uint64_t v;
+    #ifdef KDISSECT_B64_SSSE3
+        if (kdissect_b64_vector && n >= 16) {
+            i = kdissect_b64_ssse3(d, n, o);
+            o += i / 3 * 4;
+        }
+    #endif
         /* Six bytes at a time while eight can be read: 48 bits, four table entries. */
         for (; n - i >= 8; i += 6, o += 8) {
     #if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -742,7 +825,7 @@ cdef extern from *:
     }
     """
     Py_ssize_t kdissect_json_plain(const unsigned char* p, Py_ssize_t n) noexcept
-    Py_ssize_t kdissect_json_text(const unsigned char* p, Py_ssize_t n) noexcept
+    Py_ssize_t kdissect_json_text(const unsigned char* p, Py_ssize_t n, char* o) noexcept
     bint kdissect_ascii_text(const unsigned char* p, Py_ssize_t n) noexcept
     void kdissect_b64_init() noexcept
     char* kdissect_b64(const unsigned char* d, Py_ssize_t n, char* o) noexcept
@@ -897,8 +980,17 @@ cdef class _Writer:
         cdef bint cut = self.mb > 0 and size > self.mb
         cdef Py_ssize_t n = self.mb if cut else size
         cdef const unsigned char* d = <const unsigned char*>PyBytes_AS_STRING(b)
-        cdef Py_ssize_t plain = kdissect_json_text(d, n)  # the bytes written as they are
+        cdef Py_ssize_t start = self.n
+        cdef Py_ssize_t plain
+        # The member written on the chance that b is text: its bytes copied while they are
+        # tested, up to the first that is not printable ASCII or needs an escape.
+        self.byte(44)
+        self.key(key)
+        self.byte(34)
+        self.reserve(n)
+        plain = kdissect_json_text(d, n, self.buf + self.n)  # the bytes written as they are
         if plain < n and not _ascii_text(d + plain, n - plain):
+            self.n = start
             t = _bytes_text(b, self.mb)
             if t is None:
                 return True
@@ -906,11 +998,9 @@ cdef class _Writer:
         if ks != NULL:
             self.keep.append(key)
             if not _new_key(ks, key):
+                self.n = start
                 return False
-        self.byte(44)
-        self.key(key)
-        self.byte(34)
-        self.put(<const char*>d, plain)
+        self.n += plain
         if plain < n:
             self.escaped(d + plain, n - plain)
         if cut:
@@ -1356,32 +1446,46 @@ cdef class _Writer:
 def message_json(m, max_bytes=256):
     """dumps_bytes(message_dict(m, max_bytes)), written straight from the tree when the writer
     handles everything in it."""
+    return _message_text(m, max_bytes, False)
+
+
+def message_line(m, max_bytes=256):
+    """message_json(m, max_bytes) and a newline, written in the same buffer."""
+    return _message_text(m, max_bytes, True)
+
+
+cdef object _message_text(object m, object max_bytes, bint newline):
     global _Message, _Match, _Diagnostic
     cdef Py_ssize_t mb = _limit(max_bytes)
     if _Message is None:
         from kdissect.model import Diagnostic as _diagnostic, Match as _match, Message as _message
         _Message, _Match, _Diagnostic = _message, _match, _diagnostic
-    out = _written(mb, m, True) if mb >= 0 and type(m) is _Message else None
-    return out if out is not None else _pure("dumps_bytes")(message_dict(m, max_bytes))
+    out = _written(mb, m, True, newline) if mb >= 0 and type(m) is _Message else None
+    if out is not None:
+        return out
+    out = _pure("dumps_bytes")(message_dict(m, max_bytes))
+    return out + b"\n" if newline else out
 
 
 def fields_json(fields, max_bytes=256):
     """dumps_bytes(fields_dict(fields, max_bytes)), the `fields` member of message_json, written
     straight from the tree when the writer handles everything in it."""
     cdef Py_ssize_t mb = _limit(max_bytes)
-    out = _written(mb, fields, False) if mb >= 0 else None
+    out = _written(mb, fields, False, False) if mb >= 0 else None
     return out if out is not None else _pure("dumps_bytes")(fields_dict(fields, max_bytes))
 
 
-cdef object _written(Py_ssize_t mb, object tree, bint message):
-    """The JSON text the writer makes of a message (or of a fields tree), or None when something
-    in it is not the writer's to write: the dict path decides."""
+cdef object _written(Py_ssize_t mb, object tree, bint message, bint newline):
+    """The JSON text the writer makes of a message (or of a fields tree), and a newline if asked,
+    or None when something in it is not the writer's to write: the dict path decides."""
     cdef _Writer w = _Writer(mb)
     try:
         if message:
             w.message(tree)
         else:
             w.fields(tree)
+        if newline:
+            w.byte(10)
     except Exception:
         return None
     return w.output()

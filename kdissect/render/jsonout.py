@@ -217,6 +217,13 @@ def export_json(m: Message, max_bytes: int = 256, positions: bool = False) -> by
     return message_json(m, max_bytes)
 
 
+def export_line(m: Message, max_bytes: int = 256, positions: bool = False) -> bytes:
+    """export_json and a newline: a line of `export --format jsonl`."""
+    if positions:
+        return dumps_bytes(export_dict(m, max_bytes, positions)) + b"\n"
+    return message_line(m, max_bytes)
+
+
 def _default(o: Any) -> Any:
     if isinstance(o, (bytes, bytearray, memoryview)):
         return binascii.b2a_base64(bytes(o), newline=False).decode()  # (base64.b64encode)
@@ -319,6 +326,12 @@ def message_json(m: Message, max_bytes: int = 256) -> bytes:
     return dumps_bytes(message_dict(m, max_bytes))
 
 
+def message_line(m: Message, max_bytes: int = 256) -> bytes:
+    """message_json(m, max_bytes) and a newline (the compiled twin writes it in the same buffer
+    as the text, which is then not copied to add it)."""
+    return message_json(m, max_bytes) + b"\n"
+
+
 def dumps(d: Any) -> str:
     """The compact JSON text of d (see the module docstring)."""
     return dumps_bytes(d).decode("utf-8")
@@ -326,4 +339,4 @@ def dumps(d: Any) -> str:
 
 accel.bind(globals(), "kdissect.render._jsonout",
            ("printable", "bytes_value", "bytes_text", "text_or_hex", "row_dict", "field_value", "fields_dict",
-            "message_dict", "message_json", "_odd_floats"))
+            "message_dict", "message_json", "message_line", "_odd_floats"))

@@ -23,6 +23,7 @@ import enum
 import importlib
 import json
 import math
+import random
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -57,7 +58,7 @@ from kdissect.render import jsonout
 
 MODULE = jsonout.__name__
 NAMES = ("printable", "bytes_value", "bytes_text", "text_or_hex", "row_dict", "field_value", "fields_dict",
-         "message_dict", "message_json", "_odd_floats")
+         "message_dict", "message_json", "message_line", "_odd_floats")
 PURE = {n: accel.pure(MODULE, n) for n in NAMES}
 try:
     _twin: Any = importlib.import_module("kdissect.render._jsonout")
@@ -373,9 +374,11 @@ def test_generated_messages_give_the_same_dicts(fields: list[Field], info: dict[
     for mb in MAX_BYTES:
         assert_same("message_dict", m, mb)
         assert_same("message_json", m, mb)
+        assert_same("message_line", m, mb)
         assert same(pure_outcome("message_json", m, mb), twin_outcome("message_json", m, mb))  # again: the same
     assert same(outcome(_twin.message_dict, m), pure_outcome("message_dict", m))
     assert same(outcome(_twin.message_json, m), pure_outcome("message_json", m))
+    assert same(outcome(_twin.message_line, m), pure_outcome("message_line", m))
 
 
 @pytest.mark.parametrize("fn", ["pure", "twin"])
@@ -438,11 +441,15 @@ def test_byte_strings_give_the_same_text(b: bytes) -> None:
             assert_same(name, bytearray(b), mb)
 
 
+# Lengths around the words the twin reads (8 and 16 bytes; 12 of base64 read 16 at a time).
+LENGTHS = (*range(0, 26), 27, 28, 29, 31, 32, 33, 35, 36, 40, 41, 47, 48, 49)
+
+
 @needs_twin
 @pytest.mark.parametrize("c", [0x00, 0x09, 0x0A, 0x0D, 0x1F, 0x20, 0x7E, 0x7F, 0x80, 0xC3, 0xFF])
 def test_one_odd_byte_anywhere_in_ascii_text(c: int) -> None:
     # The twin tests printable ASCII 8 bytes at a time: every length and position around a word.
-    for n in range(0, 26):
+    for n in LENGTHS:
         for pos in range(n):
             b = bytes(0x41 + (i % 26) for i in range(n))
             b = b[:pos] + bytes([c]) + b[pos + 1:]
@@ -455,17 +462,47 @@ def test_one_odd_byte_anywhere_in_ascii_text(c: int) -> None:
 @needs_twin
 @pytest.mark.parametrize("c", [0x00, 0x09, 0x0A, 0x0D, 0x1F, 0x20, 0x22, 0x5C, 0x7E, 0x7F, 0x80, 0xC3, 0xFF])
 def test_one_odd_byte_anywhere_in_written_bytes(c: int) -> None:
-    # The writer writes a byte string's base64 six bytes at a time and its text as it is up to
-    # the first byte that is not printable ASCII or needs an escape, 8 bytes at a time: every
-    # length and position around a word, whole and cut.
+    # The writer writes a byte string's base64 12 or six bytes at a time and its text as it is
+    # up to the first byte that is not printable ASCII or needs an escape, 16 or 8 bytes at a
+    # time: every length and position around a word, whole and cut.
     m = Message(Pdu(b"\x00" * 7, [3], 1.5, 1.5, True), 2, "10.0.0.1:1", "10.0.0.2:9092", "kafka")
-    for n in range(0, 26):
+    for n in LENGTHS:
         for pos in range(max(n, 1)):
             b = bytes(0x41 + (i % 26) for i in range(n))
             b = b[:pos] + bytes([c]) + b[pos + 1:]
             m.fields = [Field("v", b), Field("k", b, hint=BYTES)]
             for mb in (0, 9, 256):
                 assert_same("message_json", m, mb)
+
+
+@needs_twin
+def test_bytes_of_every_length_are_written_as_in_python() -> None:
+    # Base64 of 12 bytes at a time (where the processor can) then six, then three, then the
+    # padding: every length up to a few vectors, every byte value, and text around the words
+    # of the text test.
+    rng = random.Random(7)
+    m = Message(Pdu(b"\x00" * 7, [3], 1.5, 1.5, True), 2, "10.0.0.1:1", "10.0.0.2:9092", "kafka")
+    for n in range(0, 100):
+        for b in (bytes(rng.randrange(256) for _ in range(n)), bytes((i * 37) % 256 for i in range(n)),
+                  b"\xff" * n, bytes(0x20 + rng.randrange(95) for _ in range(n))):
+            m.fields = [Field("v", b), Field("k", b, hint=BYTES)]
+            for mb in (0, 13, 256):
+                assert_same("message_json", m, mb)
+                assert_same("message_line", m, mb)
+
+
+@needs_twin
+def test_integers_of_every_width_are_written_as_in_python() -> None:
+    # The digits are written two at a time: every number of digits, both signs, the ends of C's
+    # long long and past them.
+    m = Message(Pdu(b"\x00" * 7, [3], 1.5, 1.5, True), 2, "10.0.0.1:1", "10.0.0.2:9092", "kafka")
+    values = [0, 2**63 - 1, -2**63, 2**63, -2**63 - 1, 2**64]
+    for k in range(20):
+        values += [10**k - 1, 10**k, 10**k + 1, 5 * 10**k]
+    values += [-v for v in values]
+    m.fields = [Field(f"i{i}", v) for i, v in enumerate(values)]
+    assert_same("message_json", m, 256)
+    assert b'"i1":9223372036854775807,"i2":-9223372036854775808,' in _twin.message_json(m, 256)
 
 
 @needs_twin
