@@ -8,6 +8,7 @@ pipeline has emitted them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import Enum
@@ -195,13 +196,14 @@ class Row(Field):
     tree (-V, filters); renderers that know Row read `values` directly.
 
     columns: ((name, hint), ...) shared by every row of a kind; values: one per column, a
-    scalar or a Field (nested arrays and structs); spans: (offset, length) per column, flat.
+    scalar or a Field (nested arrays and structs); spans: (offset, length) per column, flat: a
+    tuple of ints, or an array of them (Kafka's records keep theirs in one array("q")).
     """
 
     __slots__ = ("columns", "values", "spans", "_kids")
 
     def __init__(self, name: str, columns: tuple[Column, ...], values: tuple[Any, ...],
-                 spans: tuple[int, ...] | None, offset: int = -1, length: int = 0,
+                 spans: Sequence[int] | None, offset: int = -1, length: int = 0,
                  label: str | None = None) -> None:
         Field.__init__(self, name, None, offset, length, None, STRUCT, None, label)
         self.columns = columns

@@ -18,6 +18,7 @@ buffer, a bool `real`, and ints within C's range, with positions not negative, g
 record_elements.
 """
 
+from cpython.array cimport array, clone
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8
@@ -46,6 +47,7 @@ cdef object FLAGS, HEX, RAW, TIME_MS
 cdef int64_t DELETE_HORIZON, MIN_RECORD
 cdef Py_ssize_t HEADER_SIZE, CRC_FROM
 cdef dict _displays = {}  # attributes -> flags_display(attributes, ATTRIBUTE_FLAGS)
+cdef array _SPANS  # an empty array("q"), cloned for each record's and header's spans
 
 
 cdef struct Batch:
@@ -177,6 +179,8 @@ cdef object _headers(const unsigned char* data, Py_ssize_t p, Py_ssize_t end, bi
     cdef Py_ssize_t start = p, hstart, kat, vat
     cdef int64_t n, j, kn, vn
     cdef list items = []
+    cdef array spans
+    cdef long long* sp
     if not _varint(data, &p, end, &n) or n < 0 or 2 * n > end - p:
         return None
     if n and n > _elements_left(ctx):
@@ -192,8 +196,12 @@ cdef object _headers(const unsigned char* data, Py_ssize_t p, Py_ssize_t end, bi
         if value is _UNREAD:
             return None
         key = PyUnicode_DecodeUTF8(<char*>data + kat, kn, "replace")
-        items.append(new_row("header", HEADER_COLUMNS, (key, value), (kat, kn, vat, vn) if real else None,
-                             hstart if real else -1, p - hstart, None))
+        spans = None
+        if real:
+            spans = clone(_SPANS, 4, False)
+            sp = spans.data.as_longlongs
+            sp[0], sp[1], sp[2], sp[3] = kat, kn, vat, vn
+        items.append(new_row("header", HEADER_COLUMNS, (key, value), spans, hstart if real else -1, p - hstart, None))
     next[0] = p
     return new_field("headers", None, offset, p - start, items, ARRAY, None, None)
 
@@ -289,20 +297,25 @@ cdef object _record(const unsigned char* data, Py_ssize_t start, Py_ssize_t limi
     ts = max_timestamp if b.log_append else _add(base_timestamp, b.small_timestamp, b.base_timestamp, ts_delta)
     offset = _add(base_offset, b.small_offset, b.base_offset, off_delta)
     values = (length, data[at], ts_delta, off_delta, offset, ts, key, value, headers)
-    # The offsets a span list repeats, and the record's own, made into ints once.
     where = start if real else -1
-    spans = None
-    if real:
-        o_at1, o_p2 = at + 1, p2
-        spans = (where, at - start, at, 1, o_at1, p2 - at - 1, o_p2, p3 - p2, o_p2, p3 - p2, o_at1, p2 - at - 1,
-                 kat, kn, vat, vn, hat, end - hat)
+    cdef array spans = None
+    cdef long long* sp
+    if real:  # (offset, length) per column, and a control record's (-1, 0)
+        spans = clone(_SPANS, 20 if b.control else 18, False)
+        sp = spans.data.as_longlongs
+        sp[0], sp[1], sp[2], sp[3] = start, at - start, at, 1
+        sp[4], sp[5], sp[6], sp[7] = at + 1, p2 - at - 1, p2, p3 - p2
+        sp[8], sp[9], sp[10], sp[11] = p2, p3 - p2, at + 1, p2 - at - 1
+        sp[12], sp[13], sp[14], sp[15] = kat, kn, vat, vn
+        sp[16], sp[17] = hat, end - hat
+        if b.control:
+            sp[18], sp[19] = -1, 0
     label = _offset_label(offset)
     next[0] = end
     nbytes[0] = kn + vn
     if b.control:
         values += (_control(key, value, kat, kn, vat, vn, real),)
-        return new_row("record", CONTROL_COLUMNS, values, None if spans is None else spans + (-1, 0),
-                       where, end - start, label)
+        return new_row("record", CONTROL_COLUMNS, values, spans, where, end - start, label)
     return new_row("record", RECORD_COLUMNS, values, spans, where, end - start, label)
 
 
@@ -490,6 +503,7 @@ def count_batch(buf, start, end, ctx, real):
 
 
 import importlib
+from array import array as _array
 
 from kdissect import accel
 from kdissect.errors import DecodeError
@@ -498,6 +512,7 @@ from kdissect.text import plural
 from kdissect.wire.reader import WireReader
 
 _py = importlib.import_module("kdissect.kafka.records_v2")
+_SPANS = _array("q")  # (records_v2's spans: C long long, as_longlongs)
 _pure_elements = accel.pure("kdissect.kafka.records_v2", "record_elements")
 _pure_record = _py._record
 RECORD_COLUMNS, CONTROL_COLUMNS, HEADER_COLUMNS = _py.RECORD_COLUMNS, _py.CONTROL_COLUMNS, _py.HEADER_COLUMNS

@@ -3,6 +3,7 @@ control records (transaction markers)."""
 
 from __future__ import annotations
 
+import array as arrays
 import struct
 
 from kdissect import accel
@@ -46,6 +47,9 @@ RECORD_COLUMNS = (("length", None), ("attributes", None), ("timestamp_delta", No
                   ("offset", None), ("timestamp", TIME_MS), ("key", BYTES), ("value", BYTES), ("headers", ARRAY))
 CONTROL_COLUMNS = (*RECORD_COLUMNS, ("control", STRUCT))
 HEADER_COLUMNS = (("key", None), ("value", BYTES))
+# A record's and a header's spans are an array of C long long ("q"), not a tuple of ints: one
+# object instead of a dozen for each of a capture's millions of records (their offsets are
+# mostly past the small ints Python keeps).
 
 
 def decode_batch(buf: bytes, start: int, end: int, ctx: Ctx, real: bool) -> Field:
@@ -187,14 +191,15 @@ def _record(r: WireReader, attrs: int, base_offset: int, base_timestamp: int, ma
     klen, vlen = len(key or b""), len(value or b"")
     ctx.nbytes += klen + vlen
     values: tuple[object, ...] = (length, buf[at], ts_delta, off_delta, offset, ts, key, value, headers)
-    spans = (start, at - start, at, 1, at + 1, p2 - at - 1, p2, p3 - p2, p2, p3 - p2, at + 1, p2 - at - 1,
-             kat, klen, vat, vlen, headers.offset, headers.length) if real else None
+    spans = arrays.array("q", (start, at - start, at, 1, at + 1, p2 - at - 1, p2, p3 - p2, p2, p3 - p2,
+                               at + 1, p2 - at - 1, kat, klen, vat, vlen, headers.offset, headers.length)) if real else None
     if attrs & CONTROL:
         kf = Field("key", key, kat if real else -1, klen, None, BYTES)
         vf = Field("value", value, vat if real else -1, vlen, None, BYTES)
+        if spans is not None:
+            spans.extend((-1, 0))
         return Row("record", CONTROL_COLUMNS, (*values, _control(key, value, real, kf, vf)),
-                   None if spans is None else (*spans, -1, 0), start if real else -1, end - start,
-                   f"offset {offset}")
+                   spans, start if real else -1, end - start, f"offset {offset}")
     return Row("record", RECORD_COLUMNS, values, spans, start if real else -1, end - start, f"offset {offset}")
 
 
@@ -218,7 +223,7 @@ def _headers(buf: bytes, p: int, end: int, real: bool, ctx: Ctx) -> tuple[Field,
         if kb is None:
             raise BadLength("null header key", hstart)
         value, vat, p = _blob(buf, p, end)
-        spans = (kat, len(kb), vat, len(value or b"")) if real else None
+        spans = arrays.array("q", (kat, len(kb), vat, len(value or b""))) if real else None
         items.append(Row("header", HEADER_COLUMNS, (kb.decode("utf-8", "replace"), value), spans,
                          hstart if real else -1, p - hstart))
     if shown < n:

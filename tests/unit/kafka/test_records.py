@@ -4,6 +4,7 @@ relative offsets, the broker's cut versus a truncation, CRC mismatches, decompre
 
 from __future__ import annotations
 
+import array
 import struct
 import zlib
 from typing import Any
@@ -17,7 +18,7 @@ from kafka.record.memory_records import MemoryRecords
 from kdissect.dissect import base
 from kdissect.dissect.base import Options
 from kdissect.kafka.records import decode_records
-from kdissect.model import ARRAY, FLAGS, TIME_MS, Diagnostic, Field, Group, Severity, format_ms
+from kdissect.model import ARRAY, FLAGS, TIME_MS, Diagnostic, Field, Group, Row, Severity, format_ms
 from kdissect.model import format_ms as time_display
 
 OPTS = Options()
@@ -155,6 +156,21 @@ def test_v2_record_fields_are_offsets_into_the_message() -> None:
     assert rec.get("timestamp") == TS and format_ms(rec.child("timestamp").value) == "2023-11-14T22:13:20.000Z"  # type: ignore[union-attr]
 
 
+def test_v2_record_spans_are_one_array_of_long_longs() -> None:
+    # A record's and a header's spans are one array("q"), not a tuple of a dozen ints (one
+    # object a record, not one per offset), and still give their Fields' offsets.
+    data = b"\xaa" * 5 + v2_batch(0, base_offset=10)
+    f, _, _ = decode_records(data, 5, len(data), OPTS)
+    rec = f.children[0].child("records").children[0]  # type: ignore[union-attr,index]
+    assert type(rec) is Row and not rec.materialized
+    hdr = rec.values[8].children[0]
+    for row, n in ((rec, 18), (hdr, 4)):
+        assert type(row.spans) is array.array and row.spans.typecode == "q" and len(row.spans) == n
+    assert [rec.spans[12], rec.spans[13]] == [data.index(b"key-0"), 5]
+    assert [(c.offset, c.length) for c in rec.children] == [(rec.spans[2 * i], rec.spans[2 * i + 1]) for i in range(9)]
+    assert [(c.offset, c.length) for c in hdr.children] == [(hdr.spans[0], 2), (hdr.spans[2], 2)]
+
+
 def test_compressed_records_have_no_message_offsets() -> None:
     f, _, _ = decode(v2_batch(1))
     recs = f.children[0].child("records")  # type: ignore[index]
@@ -194,7 +210,9 @@ def test_control_record_markers(ctype: int, name: str) -> None:
     assert diags == [] and stats["records"] == 1
     batch = f.children[0]
     assert batch.child("attributes").display == "transactional|control"  # type: ignore[union-attr]
-    ctrl = batch.child("records").children[0].child("control")  # type: ignore[union-attr,index]
+    row = batch.child("records").children[0]  # type: ignore[union-attr,index]
+    assert type(row.spans) is array.array and row.spans.typecode == "q" and list(row.spans[-2:]) == [-1, 0]
+    ctrl = row.child("control")
     assert ctrl is not None
     assert [(c.name, c.value, c.display) for c in ctrl.children or []] == [
         ("version", 0, None), ("type", ctype, name), ("coordinator_epoch", 23, None)]

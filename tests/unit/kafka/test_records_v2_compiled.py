@@ -8,6 +8,7 @@ Skipped when the extension is not built."""
 
 from __future__ import annotations
 
+import array
 import struct
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -90,6 +91,9 @@ def same(a: object, b: object, path: str = "") -> None:
         assert len(a) == len(b), f"{path}: {len(a)} != {len(b)} items"
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             same(x, y, f"{path}[{i}]")
+    elif isinstance(a, array.array):  # spans
+        assert isinstance(b, array.array)
+        assert a.typecode == b.typecode and a == b, f"{path}: {a!r} != {b!r}"
     elif isinstance(a, BaseException):
         assert isinstance(b, BaseException)
         assert a.args == b.args, path
