@@ -6,7 +6,8 @@ separators=(",", ":"), default=...)` writes, byte for byte, for every value kdis
 compact separators, non-ASCII characters as UTF-8, bytes as base64, other unknown objects as
 str(o). Where orjson cannot match, the message is encoded by the standard library instead:
 integers beyond 64 bits (varints, JSON numbers in RocketMQ headers), dict keys that are not str,
-strings with lone surrogates, nesting deeper than orjson's limit, and floats orjson writes in
+strings with lone surrogates, nesting deeper than orjson's limit, texts of more than LONG_TEXT
+characters (orjson crashes when the room it reserves for one cannot be had), and floats orjson writes in
 another form (1e-05 and 1e-07 are `0.00001` and `1e-7` for orjson; an orjson that writes other
 floats otherwise, as those before 3.11.7 wrote 1e+16 as `1e16`, is found at import and then the
 standard library encodes everything). orjson is imported with the first text encoded so.
@@ -213,14 +214,14 @@ def export_dict(m: Message, max_bytes: int = 256, positions: bool = False) -> di
 def export_json(m: Message, max_bytes: int = 256, positions: bool = False) -> bytes:
     """A message as `export` writes it: the JSON text of export_dict."""
     if positions:
-        return dumps_bytes(export_dict(m, max_bytes, positions))
+        return dumps_bytes(export_dict(m, max_bytes, positions), may_hold_long_text(m))
     return message_json(m, max_bytes)
 
 
 def export_line(m: Message, max_bytes: int = 256, positions: bool = False) -> bytes:
     """export_json and a newline: a line of `export --format jsonl`."""
     if positions:
-        return dumps_bytes(export_dict(m, max_bytes, positions)) + b"\n"
+        return export_json(m, max_bytes, positions) + b"\n"
     return message_line(m, max_bytes)
 
 
@@ -305,11 +306,43 @@ def _load_orjson() -> None:
     _ORJSON_FLOATS_KNOWN = _orjson_floats_known()
 
 
-def dumps_bytes(d: Any) -> bytes:
-    """The compact JSON text of d as UTF-8 (see the module docstring)."""
+# orjson reserves room for about eight bytes a character of a string before writing it, and
+# when that reservation fails it ends the process with a segmentation fault, not a MemoryError
+# (orjson 3.13: a text of 126 million characters reserves 1 GB). A document holding a text
+# longer than LONG_TEXT characters is written by the standard library, which sizes its output
+# from the text and raises MemoryError when it cannot have it.
+LONG_TEXT = 1 << 22
+
+
+def _long_text(v: Any) -> bool:
+    """Whether v holds a string (a dict key included) longer than LONG_TEXT characters. A walk
+    without recursion: a document nested deeper than the stack is the encoder's to refuse."""
+    todo = [v]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, str):
+            if len(x) > LONG_TEXT:
+                return True
+        elif isinstance(x, dict):
+            todo += x
+            todo += x.values()
+        elif isinstance(x, list | tuple):
+            todo += x
+    return False
+
+
+def may_hold_long_text(m: Message) -> bool:
+    """Whether the JSON of m may hold a text longer than LONG_TEXT characters: its texts come
+    from its bytes and from what it decompressed (as hex, two characters a byte at most)."""
+    return 2 * (len(m.data) + m.inflated) > LONG_TEXT
+
+
+def dumps_bytes(d: Any, long: bool = True) -> bytes:
+    """The compact JSON text of d as UTF-8 (see the module docstring). `long`: whether d may hold
+    a text longer than LONG_TEXT characters (it is then searched for one)."""
     if _ORJSON_FLOATS_KNOWN is None:
         _load_orjson()
-    if _ORJSON_FLOATS_KNOWN:
+    if _ORJSON_FLOATS_KNOWN and not (long and _long_text(d)):
         try:
             out = _orjson.dumps(d, default=_default, option=_ORJSON_OPTIONS)
         except _orjson.JSONEncodeError:
@@ -323,7 +356,7 @@ def dumps_bytes(d: Any) -> bytes:
 def message_json(m: Message, max_bytes: int = 256) -> bytes:
     """The JSON text of message_dict(m, max_bytes), as dumps_bytes writes it (the compiled twin
     writes it straight from the tree)."""
-    return dumps_bytes(message_dict(m, max_bytes))
+    return dumps_bytes(message_dict(m, max_bytes), may_hold_long_text(m))
 
 
 def message_line(m: Message, max_bytes: int = 256) -> bytes:
