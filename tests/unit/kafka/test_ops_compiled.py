@@ -168,14 +168,20 @@ def captured() -> list[tuple[Shape, bytes]]:
             return dec(r, ctx)
         return run
 
-    body.plan_for = recording
+    decode_captures_with(body, "plan_for", recording)
+    return sorted(seen, key=lambda s: (s[0], len(s[1]), s[1]))
+
+
+def decode_captures_with(owner: Any, name: str, stand_in: Any) -> None:
+    """Every Kafka capture decoded with owner's `name` replaced by stand_in (put back after)."""
+    real = getattr(owner, name)
+    setattr(owner, name, stand_in)
     try:
         for path, decode_as in _captures():
             for _ in dissect_file(str(path), DissectorRegistry(decode_as=decode_as)):
                 pass
     finally:
-        body.plan_for = real
-    return sorted(seen, key=lambda s: (s[0], len(s[1]), s[1]))
+        setattr(owner, name, real)
 
 
 def corpus() -> list[tuple[Shape, bytes]]:

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka_schema_encoder import encode, uvarint
-from test_ops_compiled import LogBudget, _captures, dump
+from test_ops_compiled import LogBudget, _captures, decode_captures_with, dump
 
 from kdissect import accel
 from kdissect.dissect.base import Options
@@ -146,13 +146,7 @@ def captured() -> list[tuple[int, bool, bytes]]:
         seen.add((version, is_request, bytes(r.buf[r.pos:r.end])))
         return real(version, is_request, r, *rest)
 
-    body.decode_produce = recording
-    try:
-        for path, decode_as in _captures():
-            for _ in dissect_file(str(path), DissectorRegistry(decode_as=decode_as)):
-                pass
-    finally:
-        body.decode_produce = real
+    decode_captures_with(body, "decode_produce", recording)
     return sorted(seen)
 
 
